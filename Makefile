@@ -1,0 +1,52 @@
+# PartyCast: `make demo` plays a sample, `make test` runs every test. Both install what they need.
+SHELL := /bin/bash
+FIXTURES := Fixtures/generated
+APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
+	libasound2-plugins mpg123 sox lame opus-tools python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FUZZ_SECONDS ?= 60
+
+.PHONY: deps fixtures build release test demo fuzz bench clean
+
+# Installs the Debian packages only when one is missing (apt-get update runs once, first).
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(FIXTURES)/.done: scripts/make-fixtures.sh | deps
+	scripts/make-fixtures.sh $(FIXTURES)
+	touch $@
+
+fixtures: $(FIXTURES)/.done
+
+build: deps
+	swift build
+
+release: deps
+	swift build -c release
+
+test: deps fixtures
+	swift build
+	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) swift test
+
+# Plays the tagged sample on ALSA's default device, or on the simulated card where there is none.
+demo: release fixtures
+	.build/release/listener play $(FIXTURES)/id3v2.mp3 --output auto
+
+# libFuzzer on the MP3 parser for FUZZ_SECONDS; crashes land in Fuzz/crashes/.
+fuzz: deps fixtures
+	cd Fuzz && swift build -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+	mkdir -p Fuzz/corpus Fuzz/crashes
+	cp -n $(FIXTURES)/*.mp3 Fuzz/corpus/ 2>/dev/null || true
+	Fuzz/.build/debug/MP3ParserFuzzer Fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/ -print_final_stats=1
+
+# Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
+bench: release
+	scripts/bench-decode.sh
+
+clean:
+	rm -rf .build Fuzz/.build $(FIXTURES)

@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+// PartyCast: the module names follow the data flow.
+// Listener side: Sources → MP3 parser → decoder → ring → output, driven by the player.
+import PackageDescription
+
+/// One system-library target per C library, each with its pkg-config name and Debian package.
+func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
+    .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt([apt])])
+}
+
+let package = Package(
+    name: "PartyCast",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "listener", targets: ["listener"]),
+        .library(name: "PartyCastPlayer", targets: ["PartyCastPlayer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        systemLibrary("CMPG123", pkgConfig: "libmpg123", apt: "libmpg123-dev"),
+        systemLibrary("COpus", pkgConfig: "opus", apt: "libopus-dev"),
+        systemLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
+        systemLibrary("CAvahi", pkgConfig: "avahi-client", apt: "libavahi-client-dev"),
+        systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
+
+        // Errors, formats, clocks and the one place syscalls go through.
+        .target(name: "PartyCastCore"),
+        // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
+        .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
+        // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
+        .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
+        // Frames → Float32 PCM through libmpg123; resampling and channel mapping.
+        .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123", "CSpeexDSP"]),
+        // Lock-free single-producer single-consumer ring between the decoder and the output thread.
+        .target(name: "PartyCastRing"),
+        // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastRing", "CALSA"]),
+        // The player's state machine wiring source → parser → decoder → ring → output.
+        .target(name: "PartyCastPlayer", dependencies: [
+            "PartyCastCore", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
+        ]),
+        .executableTarget(name: "listener", dependencies: [
+            "PartyCastPlayer", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        // Fixture paths, process running, audio reading and SNR for the tests.
+        .target(name: "PartyCastTestSupport", path: "Tests/Support"),
+        .testTarget(name: "PartyCastMP3ParserTests", dependencies: ["PartyCastMP3Parser", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
+        .testTarget(name: "PartyCastRingTests", dependencies: ["PartyCastRing", "PartyCastOutput"]),
+        .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
+        .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
+    ]
+)

@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failed system call: its name and errno. Every syscall in PartyCast goes through `systemCall`,
+/// so failures carry the same shape and tests can reason about them.
+public struct SystemCallError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let call: String
+    public let errno: Int32
+
+    public var description: String {
+        "\(call): \(String(cString: strerror(errno)))"
+    }
+}
+
+/// Runs `body`, retrying on EINTR, and throws a typed error when it returns -1.
+@inline(__always)
+public func systemCall<T: BinaryInteger>(_ name: StaticString, _ body: () -> T) throws(SystemCallError) -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = errno
+        if code == EINTR { continue }
+        throw SystemCallError(call: "\(name)", errno: code)
+    }
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC: the time base for pacing and for the simulated card's `t0_ns`.
+@inline(__always)
+public func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Sleeps until an absolute CLOCK_MONOTONIC instant (no drift accumulates across calls).
+public func sleepUntil(monotonicNanoseconds deadline: UInt64) {
+    var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+}

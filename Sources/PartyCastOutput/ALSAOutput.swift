@@ -1,0 +1,132 @@
+import CALSA
+import PartyCastCore
+import Synchronization
+
+/// One ALSA playback handle. Every alsa-lib call sits behind a small method that turns a negative
+/// return into a `PartyCastError` with alsa-lib's own message.
+struct ALSAPCM: @unchecked Sendable {
+    // @unchecked: the handle is used by one thread at a time: opened on the caller, then handed to the ALSA thread.
+    let handle: OpaquePointer
+    let device: String
+
+    static func open(device: String) throws(PartyCastError) -> ALSAPCM {
+        var handle: OpaquePointer?
+        let result = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
+        guard result >= 0, let handle else {
+            throw PartyCastError(.output, "cannot open ALSA device '\(device)': \(message(result)); list devices with `aplay -L`, or use --output virtual:PATH")
+        }
+        return ALSAPCM(handle: handle, device: device)
+    }
+
+    /// Float32 interleaved at the stream's rate (alsa-lib converts if the card cannot), with a
+    /// buffer of `latencyMicroseconds` split into periods; returns (buffer, period) in frames.
+    func configure(format: AudioFormat, latencyMicroseconds: UInt32) throws(PartyCastError) -> (buffer: Int, period: Int) {
+        try check(snd_pcm_set_params(handle, SND_PCM_FORMAT_FLOAT_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
+                                     UInt32(format.channels), UInt32(format.sampleRate), 1, latencyMicroseconds), "set parameters")
+        var bufferSize: snd_pcm_uframes_t = 0
+        var periodSize: snd_pcm_uframes_t = 0
+        try check(snd_pcm_get_params(handle, &bufferSize, &periodSize), "read back parameters")
+        return (Int(bufferSize), Int(periodSize))
+    }
+
+    /// Writes frames; after an underrun or suspend it recovers and reports it (count > 0 written).
+    func write(_ samples: UnsafeBufferPointer<Float>, frames: Int) -> (written: Int, recovered: Bool, error: Int32) {
+        let result = snd_pcm_writei(handle, samples.baseAddress, snd_pcm_uframes_t(frames))
+        if result >= 0 { return (Int(result), false, 0) }
+        let recovered = snd_pcm_recover(handle, Int32(result), 1)
+        return (0, recovered >= 0, recovered >= 0 ? 0 : recovered)
+    }
+
+    /// Frames queued in the device ahead of what is heard now.
+    func delay() -> Int {
+        var frames: snd_pcm_sframes_t = 0
+        return snd_pcm_delay(handle, &frames) >= 0 ? Int(frames) : 0
+    }
+
+    func drain() { snd_pcm_drain(handle) }
+    func close() { snd_pcm_close(handle) }
+
+    func check(_ result: Int32, _ what: String) throws(PartyCastError) {
+        guard result < 0 else { return }
+        throw PartyCastError(.output, "ALSA device '\(device)': cannot \(what): \(Self.message(result))")
+    }
+
+    static func message(_ code: Int32) -> String { String(cString: snd_strerror(code)) }
+}
+
+/// `alsa[:DEVICE]`: plays on a real (or alsa-lib plugin) device from a dedicated thread.
+public final class ALSAOutput: AudioOutput, @unchecked Sendable {
+    // @unchecked: `thread` is set in start() and read in stop() on the controlling thread only.
+    public let device: String
+    public static let latencyMicroseconds: UInt32 = 100_000
+    private let stopRequested = Atomic<Bool>(false)
+    private let drainOnStop = Atomic<Bool>(false)
+    private let delayFrames = Atomic<Int>(0)
+    private let recoveries = Atomic<Int>(0)
+    private let finalOutcome = Mutex<OutputOutcome?>(nil)
+    private var thread: DedicatedThread?
+    public private(set) var bufferFrames = 0
+    public private(set) var periodFrames = 0
+
+    public var name: String { "alsa:\(device)" }
+    public var isRealTime: Bool { true }
+    public var latencyFrames: Int { delayFrames.load(ordering: .relaxed) }
+    /// Underruns the device reported and `snd_pcm_recover` repaired.
+    public var recoveredUnderruns: Int { recoveries.load(ordering: .relaxed) }
+    public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
+
+    public init(device: String) { self.device = device }
+
+    /// Whether `device` can be opened for playback now; the error says why not.
+    public static func probe(device: String) -> PartyCastError? {
+        do throws(PartyCastError) {
+            try ALSAPCM.open(device: device).close()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    public func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError) {
+        let pcm = try ALSAPCM.open(device: device)
+        do {
+            (bufferFrames, periodFrames) = try pcm.configure(format: format, latencyMicroseconds: Self.latencyMicroseconds)
+        } catch {
+            pcm.close()
+            throw error
+        }
+        let period = max(periodFrames, 64)
+        thread = DedicatedThread { [self] in
+            let outcome = run(pcm: pcm, renderer: renderer, channels: format.channels, period: period)
+            finalOutcome.withLock { $0 = outcome }
+        }
+    }
+
+    private func run(pcm: ALSAPCM, renderer: Renderer, channels: Int, period: Int) -> OutputOutcome {
+        let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period * channels)
+        defer { buffer.deallocate(); pcm.close() }
+        var finished = false
+        while !finished && !stopRequested.load(ordering: .acquiring) {
+            if case .finished = renderer.render(into: buffer) { finished = true }
+            var offset = 0
+            while offset < period {
+                let (written, recovered, error) = pcm.write(UnsafeBufferPointer(rebasing: buffer[(offset * channels)...]), frames: period - offset)
+                if error < 0 {
+                    return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(ALSAPCM.message(error))"))
+                }
+                if recovered { recoveries.add(1, ordering: .relaxed) }
+                offset += written
+            }
+            delayFrames.store(pcm.delay(), ordering: .relaxed)
+        }
+        if finished || drainOnStop.load(ordering: .acquiring) { pcm.drain() }
+        return finished ? .finished : .stopped
+    }
+
+    public func stop(drain: Bool) {
+        drainOnStop.store(drain, ordering: .releasing)
+        stopRequested.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+}

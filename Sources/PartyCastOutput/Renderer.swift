@@ -1,0 +1,99 @@
+import PartyCastRing
+import Synchronization
+
+/// The output thread's side of the pipeline: it pulls samples from the ring for the device.
+/// Everything here is wait-free and allocation-free; the player steers it through atomics only.
+public final class Renderer: Sendable {
+    /// What the renderer does with each request for samples.
+    public enum Mode: UInt8, Sendable, AtomicRepresentable {
+        /// Hand out silence (real-time devices) or nothing (file outputs); leave the ring alone.
+        case hold
+        /// Hand out samples from the ring.
+        case run
+    }
+
+    /// What one call to `render` produced.
+    public enum Pull: Equatable, Sendable {
+        /// This many frames of audio were written (the rest of the buffer is silence).
+        case audio(frames: Int)
+        /// No audio now (held, flushed or underrun); the buffer is silence.
+        case silence
+        /// The stream has ended and the ring is empty (the buffer is silence after `frames`).
+        case finished(frames: Int)
+    }
+
+    public let ring: SPSCRing
+    public let channels: Int
+    private let mode = Atomic<Mode>(.hold)
+    private let streamEnded = Atomic<Bool>(false)
+    private let flushesRequested = Atomic<Int>(0)
+    private let flushesDone = Atomic<Int>(0)
+    private let framesRendered = Atomic<Int>(0)
+    private let underrunCount = Atomic<Int>(0)
+
+    public init(ring: SPSCRing, channels: Int) {
+        self.ring = ring
+        self.channels = channels
+    }
+
+    // MARK: Player side
+
+    public func setMode(_ new: Mode) { mode.store(new, ordering: .releasing) }
+    public var currentMode: Mode { mode.load(ordering: .acquiring) }
+    /// The producer has written its last sample.
+    public func markEndOfStream() { streamEnded.store(true, ordering: .releasing) }
+    public func clearEndOfStream() { streamEnded.store(false, ordering: .releasing) }
+    public var hasStreamEnded: Bool { streamEnded.load(ordering: .acquiring) }
+    /// Frames handed to the device so far.
+    public var renderedFrames: Int { framesRendered.load(ordering: .acquiring) }
+    public var underruns: Int { underrunCount.load(ordering: .acquiring) }
+
+    /// Asks the output thread to empty the ring (a seek). The producer must not write until
+    /// `isFlushed(ticket)`; then the ring is empty and holds only what comes after the seek.
+    public func requestFlush() -> Int {
+        flushesRequested.add(1, ordering: .acquiringAndReleasing).newValue
+    }
+
+    public func isFlushed(_ ticket: Int) -> Bool { flushesDone.load(ordering: .acquiring) >= ticket }
+
+    // MARK: Output thread side
+
+    /// Fills `buffer` (interleaved, a whole number of frames) and says what it holds.
+    /// Real-time outputs count an empty ring while running as an underrun.
+    public func render(into buffer: UnsafeMutableBufferPointer<Float>) -> Pull {
+        let flushTicket = flushesRequested.load(ordering: .acquiring)
+        if flushesDone.load(ordering: .relaxed) != flushTicket {
+            ring.discard(ring.availableToRead)
+            flushesDone.store(flushTicket, ordering: .releasing)
+            silence(buffer, from: 0)
+            return .silence
+        }
+        switch mode.load(ordering: .acquiring) {
+        case .hold:
+            silence(buffer, from: 0)
+            return .silence
+        case .run:
+            let ended = streamEnded.load(ordering: .acquiring)
+            let wanted = buffer.count - buffer.count % channels
+            let available = ring.availableToRead
+            let count = min(wanted, available - available % channels)
+            let got = ring.read(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<count]))
+            silence(buffer, from: got)
+            let frames = got / channels
+            framesRendered.add(frames, ordering: .releasing)
+            if got < wanted {
+                if ended && ring.availableToRead < channels { return .finished(frames: frames) }
+                if got == 0 {
+                    underrunCount.add(1, ordering: .relaxed)
+                    return .silence
+                }
+            }
+            return .audio(frames: frames)
+        }
+    }
+
+    private func silence(_ buffer: UnsafeMutableBufferPointer<Float>, from start: Int) {
+        guard start < buffer.count else { return }
+        UnsafeMutableBufferPointer(rebasing: buffer[start...]).update(repeating: 0)
+    }
+}

@@ -1,0 +1,81 @@
+import PartyCastCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `virtual:PATH`: a simulated sound card for machines without one. It plays in real time on
+/// CLOCK_MONOTONIC at the stream's rate, one 10 ms period at a time, and records every frame it
+/// "played" (silence included) to PATH as WAV. PATH.json says when frame 0 played, so tests can
+/// tell when any sample was heard.
+public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
+    // @unchecked: `thread` and `writer` are set in start() before the thread runs; then only the
+    // thread touches `writer`, and stop() reads `thread` after that.
+    public let path: String
+    private let stopRequested = Atomic<Bool>(false)
+    private let drainRequested = Atomic<Bool>(false)
+    private let finalOutcome = Mutex<OutputOutcome?>(nil)
+    private var thread: DedicatedThread?
+    private var writer: WavFileWriter?
+
+    public var name: String { "virtual:\(path)" }
+    public var isRealTime: Bool { true }
+    /// The card plays each period as it takes it.
+    public var latencyFrames: Int { 0 }
+    public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
+
+    public init(path: String) { self.path = path }
+
+    public func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError) {
+        writer = try WavFileWriter(path: path, format: format)
+        // Frame 0 plays one period from now, giving the thread time to start.
+        let periodFrames = max(1, format.sampleRate / 100)
+        let t0 = monotonicNanoseconds() + 10_000_000
+        try writeClockFile(t0: t0, rate: format.sampleRate)
+        thread = DedicatedThread { [self] in
+            let outcome = run(renderer: renderer, format: format, periodFrames: periodFrames, t0: t0)
+            finalOutcome.withLock { $0 = outcome }
+        }
+    }
+
+    private func run(renderer: Renderer, format: AudioFormat, periodFrames: Int, t0: UInt64) -> OutputOutcome {
+        guard let writer else { return .stopped }
+        let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: periodFrames * format.channels)
+        defer { buffer.deallocate() }
+        var framesPlayed: UInt64 = 0
+        do throws(PartyCastError) {
+            while !stopRequested.load(ordering: .acquiring) {
+                // Frame n plays at t0 + n / rate; each period is taken exactly when it starts playing.
+                sleepUntil(monotonicNanoseconds: t0 + framesPlayed * 1_000_000_000 / UInt64(format.sampleRate))
+                let pull = renderer.render(into: buffer)
+                try writer.write(UnsafeBufferPointer(buffer))
+                framesPlayed += UInt64(periodFrames)
+                if case .finished = pull { break }
+            }
+            try writer.finish()
+            return stopRequested.load(ordering: .acquiring) ? .stopped : .finished
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    private func writeClockFile(t0: UInt64, rate: Int) throws(PartyCastError) {
+        let json = "{\"t0_ns\": \(t0), \"rate\": \(rate), \"drift_ppm\": 0}\n"
+        let jsonPath = path + ".json"
+        let fd: Int32
+        do {
+            fd = try systemCall("open") { open(jsonPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+            defer { close(fd) }
+            var bytes = Array(json.utf8)
+            _ = try systemCall("write") { write(fd, &bytes, bytes.count) }
+        } catch {
+            throw PartyCastError(.output, "cannot write \(jsonPath): \(error)")
+        }
+    }
+
+    public func stop(drain: Bool) {
+        stopRequested.store(true, ordering: .releasing)
+        thread?.join()
+        thread = nil
+    }
+}

@@ -1,0 +1,272 @@
+import PartyCastCore
+import PartyCastOutput
+import PartyCastRing
+import Synchronization
+
+public struct PlayerOptions: Sendable {
+    /// Where to start, in seconds of the stream.
+    public var startSeconds: Double?
+    /// Ring size, in seconds of audio.
+    public var bufferSeconds = 2.0
+    /// Audio buffered before playback starts or resumes after an underrun.
+    public var prebufferSeconds = 0.5
+
+    public init(startSeconds: Double? = nil) { self.startSeconds = startSeconds }
+}
+
+/// Drives source → ring → output. Three threads: the producer (opens, decodes, fills the ring),
+/// the output's own thread (drains it), and the control loop in `run()` (the caller's thread),
+/// which owns the state machine's timing decisions and tells observers what happened.
+/// Every error, from any thread, goes through `fail(_:)`.
+public final class Player: Sendable {
+    public typealias SourceFactory = @Sendable () throws(PartyCastError) -> PCMSource
+
+    private enum Command: Sendable {
+        case seek(toFrame: Int)
+        case seekBy(seconds: Double)
+    }
+
+    private struct Shared: Sendable {
+        var status = PlayerStatus()
+        var commands: [Command] = []
+        var renderer: Renderer?
+        /// Stream position of the first frame after the last seek, and the renderer's count then.
+        var positionBase = 0
+        var renderedAtBase = 0
+        var isSeekable = false
+        /// Every state change since the control loop last told the observers, in order.
+        var unreported: [PlayerStatus] = []
+    }
+
+    private let openSource: SourceFactory
+    private let output: AudioOutput
+    private let options: PlayerOptions
+    private let shared = Mutex(Shared())
+    private let observers = Mutex<[@Sendable (PlayerStatus) -> Void]>([])
+    private let stopRequested = Atomic<Bool>(false)
+
+    public init(output: AudioOutput, options: PlayerOptions = PlayerOptions(), source: @escaping SourceFactory) {
+        self.openSource = source
+        self.output = output
+        self.options = options
+        shared.withLock { $0.status.outputName = output.name }
+    }
+
+    /// Called on the control thread (never the audio thread) on every state change and ~10 times a second.
+    public func observe(_ observer: @escaping @Sendable (PlayerStatus) -> Void) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    public var status: PlayerStatus { shared.withLock { $0.status } }
+
+    // MARK: Commands (any thread)
+
+    public func togglePause() {
+        shared.withLock { s in
+            switch s.status.state {
+            case .playing, .buffering:
+                s.renderer?.setMode(.hold)
+                transition(&s, to: .paused)
+            case .paused:
+                transition(&s, to: .buffering)
+            default: break
+            }
+        }
+    }
+
+    public func seek(bySeconds seconds: Double) {
+        shared.withLock { $0.commands.append(.seekBy(seconds: seconds)) }
+    }
+
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+    }
+
+    // MARK: The control loop
+
+    /// Plays until the stream ends, `stop()` is called or something fails; returns why it stopped.
+    public func run() -> StopReason {
+        shared.withLock { transition(&$0, to: .connecting) }
+        let producer = DedicatedThread { [self] in produce() }
+        var lastUnderruns = 0
+        var tick = 0
+        while true {
+            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 20_000_000)
+            tick += 1
+            if stopRequested.load(ordering: .acquiring) {
+                shared.withLock { s in
+                    if s.status.stopReason == nil { s.status.stopReason = .user }
+                    transition(&s, to: .stopping)
+                }
+            }
+            let status = step(&lastUnderruns)
+            let changes = shared.withLock { s in defer { s.unreported.removeAll() }; return s.unreported }
+            for change in changes { notify(change) }
+            if changes.isEmpty && tick % 5 == 0 { notify(status) }
+            if status.state == .stopping { break }
+        }
+        stopRequested.store(true, ordering: .releasing)
+        output.stop(drain: false)
+        producer.join()
+        let (final, changes) = shared.withLock { s in
+            transition(&s, to: .stopped)
+            defer { s.unreported.removeAll() }
+            return (s.status, s.unreported)
+        }
+        for change in changes { notify(change) }
+        return final.stopReason ?? .user
+    }
+
+    /// One control tick: buffering ↔ playing by ring fill and underruns, end of stream, output failure.
+    private func step(_ lastUnderruns: inout Int) -> PlayerStatus {
+        let outcome = output.outcome
+        return shared.withLock { s in
+            if let renderer = s.renderer, let format = s.status.format {
+                let fill = renderer.ring.availableToRead
+                s.status.bufferFill = Double(fill) / Double(renderer.ring.capacity)
+                let heard = max(0, renderer.renderedFrames - s.renderedAtBase - output.latencyFrames)
+                s.status.positionFrames = s.positionBase + heard
+                s.status.underruns = renderer.underruns
+                let prebuffer = Int(options.prebufferSeconds * Double(format.sampleRate)) * format.channels
+                let target = min(prebuffer, renderer.ring.capacity / 2)
+                switch s.status.state {
+                case .buffering where fill >= target || renderer.hasStreamEnded:
+                    renderer.setMode(.run)
+                    transition(&s, to: .playing)
+                case .playing where output.isRealTime && renderer.underruns > lastUnderruns && !renderer.hasStreamEnded:
+                    renderer.setMode(.hold)
+                    transition(&s, to: .buffering)
+                default: break
+                }
+                lastUnderruns = renderer.underruns
+            }
+            switch outcome {
+            case .finished?:
+                if s.status.stopReason == nil { s.status.stopReason = .endOfStream }
+                transition(&s, to: .stopping)
+            case .failed(let error)?:
+                fail(&s, error)
+            case .stopped?, nil: break
+            }
+            return s.status
+        }
+    }
+
+    private func notify(_ status: PlayerStatus) {
+        for observer in observers.withLock({ $0 }) { observer(status) }
+    }
+
+    // MARK: State machine
+
+    private func transition(_ s: inout Shared, to next: PlayerState) {
+        guard s.status.state != next else { return }
+        guard s.status.state.canMove(to: next) else { return }
+        s.status.state = next
+        s.unreported.append(s.status)
+    }
+
+    /// The single path for errors: the first one wins and stops the player.
+    private func fail(_ s: inout Shared, _ error: PartyCastError) {
+        if s.status.stopReason == nil { s.status.stopReason = .error(error) }
+        transition(&s, to: .stopping)
+    }
+
+    private func fail(_ error: PartyCastError) {
+        shared.withLock { fail(&$0, error) }
+    }
+
+    // MARK: The producer thread
+
+    private func produce() {
+        do throws(PartyCastError) {
+            let source = try openSource()
+            shared.withLock { transition(&$0, to: .waitingForData) }
+            try source.prepare()
+            guard let format = source.format else {
+                throw PartyCastError(.notAudio, "the source produced no audio")
+            }
+            var startFrame = 0
+            if let start = options.startSeconds, start > 0 {
+                guard source.isSeekable else { throw PartyCastError(.invalidArgument, "--start needs a seekable source") }
+                startFrame = Int((start * Double(format.sampleRate)).rounded())
+                if let total = source.duration.frames, startFrame >= total {
+                    throw PartyCastError(.invalidArgument, "--start \(start) is past the end of the stream (\(Double(total) / Double(format.sampleRate)) s)")
+                }
+                try source.seek(toFrame: startFrame)
+            }
+            let ring = SPSCRing(minimumCapacity: Int(options.bufferSeconds * Double(format.sampleRate)) * format.channels)
+            let renderer = Renderer(ring: ring, channels: format.channels)
+            shared.withLock { s in
+                s.status.format = format
+                s.status.tags = source.tags
+                s.status.duration = source.duration
+                s.positionBase = startFrame
+                s.renderer = renderer
+                s.isSeekable = source.isSeekable
+                transition(&s, to: .buffering)
+            }
+            try output.start(format: format, renderer: renderer)
+            try fill(ring: ring, renderer: renderer, from: source, format: format)
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// Decodes into the ring until stopped; after the end of the stream it stays for seeks.
+    private func fill(ring: SPSCRing, renderer: Renderer, from source: PCMSource, format: AudioFormat) throws(PartyCastError) {
+        var pending: [Float] = []
+        pending.reserveCapacity(1 << 16)
+        var written = 0
+        var ended = false
+        while !stopRequested.load(ordering: .acquiring) && !isStopping {
+            if let command = shared.withLock({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
+                let target: Int
+                switch command {
+                case .seek(let frame): target = frame
+                case .seekBy(let seconds): target = status.positionFrames + Int(seconds * Double(format.sampleRate))
+                }
+                guard source.isSeekable else { continue }
+                let clamped = max(0, min(target, (source.duration.frames ?? target) - 1))
+                let ticket = renderer.requestFlush()
+                while !renderer.isFlushed(ticket) {
+                    if output.outcome != nil || stopRequested.load(ordering: .acquiring) { return }
+                    sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
+                }
+                try source.seek(toFrame: clamped)
+                pending.removeAll(keepingCapacity: true)
+                written = 0
+                ended = false
+                renderer.clearEndOfStream()
+                shared.withLock { s in
+                    s.positionBase = clamped
+                    s.renderedAtBase = renderer.renderedFrames
+                    s.status.positionFrames = clamped
+                    if s.status.state == .playing {
+                        renderer.setMode(.hold)
+                        transition(&s, to: .buffering)
+                    }
+                }
+                continue
+            }
+            if written == pending.count && !ended {
+                pending.removeAll(keepingCapacity: true)
+                written = 0
+                ended = !(try source.produce(into: &pending))
+                if ended { renderer.markEndOfStream() }
+                let (duration, skipped) = (source.duration, source.skippedBytes)
+                shared.withLock { $0.status.duration = duration; $0.status.skippedBytes = skipped }
+            }
+            if written < pending.count {
+                written += pending.withUnsafeBufferPointer { ring.write(UnsafeBufferPointer(rebasing: $0[written...])) }
+            }
+            if written < pending.count || ended {
+                // Ring full, or nothing left to decode: wait for the output (or a seek) to move on.
+                sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 2_000_000)
+            }
+        }
+    }
+
+    private var isStopping: Bool {
+        shared.withLock { $0.status.state == .stopping || $0.status.state == .stopped }
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import PartyCastCore
+import PartyCastDecoder
+import PartyCastOutput
+import PartyCastPlayer
+import PartyCastSources
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Listener: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Plays PartyCast audio: local files now, a broadcaster on the LAN next.",
+        subcommands: [Play.self])
+}
+
+struct Play: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play an MP3 file or a test tone through parser → decoder → ring → output.",
+        discussion: """
+            Keys while playing in a terminal: space pause/resume, ←/→ seek ∓10 s, q quit.
+            Outputs: alsa[:DEVICE] (default device when no DEVICE), wav:PATH (the decoded stream, as fast
+            as possible), null (decode and discard), virtual:PATH (a simulated sound card in real time,
+            recording what it played to PATH and its clock to PATH.json), auto (ALSA if a device opens,
+            else virtual:partycast-virtual.wav).
+            """)
+
+    @Argument(help: "An MP3 file, or tone:FREQ[:SECONDS] for a sine generator.")
+    var source: String
+
+    @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
+    var output = "auto"
+
+    @Option(help: "Start this many seconds into the stream (exact to the sample for local files).")
+    var start: Double?
+
+    @Flag(name: .shortAndLong, help: "No status line.")
+    var quiet = false
+
+    func run() throws {
+        let device = try resolveOutput()
+        let options = PlayerOptions(startSeconds: start)
+        let source = self.source
+        let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
+            if source.hasPrefix("tone:") { return try ToneGenerator(spec: String(source.dropFirst(5))) }
+            return try MP3Source(bytes: FileByteSource(path: source))
+        }
+        let terminal = isatty(STDERR_FILENO) == 1 && !quiet
+        let keys = isatty(STDIN_FILENO) == 1 ? KeyReader(player: player) : nil
+        installInterruptHandler()
+        player.observe { status in
+            if interrupted.load(ordering: .relaxed) { player.stop() }
+            if terminal { StatusLine.draw(status) }
+        }
+        let reason = player.run()
+        keys?.finish()
+        if terminal { StatusLine.end() }
+        let status = player.status
+        if status.skippedBytes > 0 {
+            printError("listener: skipped \(status.skippedBytes) bytes that were not audio")
+        }
+        switch reason {
+        case .endOfStream, .user: return
+        case .error(let error), .temporary(let error):
+            printError("listener: \(error)")
+            throw ExitCode(error.code.exitStatus)
+        }
+    }
+
+    private func resolveOutput() throws -> AudioOutput {
+        guard output == "auto" else {
+            do { return try makeOutput(output) } catch { throw ValidationError(error.message) }
+        }
+        if let problem = ALSAOutput.probe(device: "default") {
+            let path = "partycast-virtual.wav"
+            printError("listener: no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
+            return VirtualCardOutput(path: path)
+        }
+        return ALSAOutput(device: "default")
+    }
+}
+
+func printError(_ line: String, newline: Bool = true) {
+    var text = newline ? line + "\n" : line
+    text.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+/// Set by SIGINT/SIGTERM; the control loop's observer turns it into a clean stop.
+let interrupted = Atomic<Bool>(false)
+
+func installInterruptHandler() {
+    signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
+    signal(SIGTERM) { _ in interrupted.store(true, ordering: .relaxed) }
+}
