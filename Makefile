@@ -38,10 +38,10 @@ demo: release fixtures
 
 # libFuzzer on the MP3 parser for FUZZ_SECONDS; crashes land in Fuzz/crashes/.
 fuzz: deps fixtures
-	cd Fuzz && swift build -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+	cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
 	mkdir -p Fuzz/corpus Fuzz/crashes
-	cp -n $(FIXTURES)/*.mp3 Fuzz/corpus/ 2>/dev/null || true
-	Fuzz/.build/debug/MP3ParserFuzzer Fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	find $(FIXTURES) -maxdepth 1 -type f -name '*.mp3' -exec cp -n {} Fuzz/corpus/ \;
+	Fuzz/.build/release/MP3ParserFuzzer Fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/ -print_final_stats=1
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.

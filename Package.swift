@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "listener", targets: ["listener"]),
         .library(name: "PartyCastPlayer", targets: ["PartyCastPlayer"]),
+        .library(name: "PartyCastMP3Parser", targets: ["PartyCastMP3Parser"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

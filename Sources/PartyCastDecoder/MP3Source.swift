@@ -15,7 +15,6 @@ public final class MP3Source: PCMSource {
     private let bytes: ByteSource
     private var parser = MP3Parser()
     private let decoder: MPG123
-    private var decoded: [Float] = []
 
     public private(set) var format: AudioFormat?
     public private(set) var tags = TrackTags()
@@ -68,8 +67,9 @@ public final class MP3Source: PCMSource {
     /// Parses the stream's start (tags, header, first frame) so format and duration are known
     /// before playback; for local files without a frame count, scans every frame for the duration.
     public func prepare() throws(PartyCastError) {
+        // The first frame's samples wait in `pending` for the first produce().
         while format == nil {
-            guard try pump() else { break }
+            guard try pump(into: &pending) else { break }
         }
         guard format != nil else {
             throw PartyCastError(.notAudio, "no decodable MPEG audio found; is this really an MP3 file?")
@@ -80,17 +80,23 @@ public final class MP3Source: PCMSource {
         }
     }
 
+    private var pending: [Float] = []
+
     public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
-        while decoded.isEmpty {
-            guard try pump() else { return false }
+        if !pending.isEmpty {
+            buffer.append(contentsOf: pending)
+            pending.removeAll()
+            return true
         }
-        buffer.append(contentsOf: decoded)
-        decoded.removeAll(keepingCapacity: true)
+        let start = buffer.count
+        while buffer.count == start {
+            guard try pump(into: &buffer) else { return false }
+        }
         return true
     }
 
-    /// Reads, parses and decodes until something happens; false at end of stream.
-    private func pump() throws(PartyCastError) -> Bool {
+    /// Reads, parses and decodes the next frame into `output`; false at end of stream.
+    private func pump(into output: inout [Float]) throws(PartyCastError) -> Bool {
         while true {
             if let event = try parser.next() {
                 switch event {
@@ -99,7 +105,7 @@ public final class MP3Source: PCMSource {
                     streamInfo = info
                     samplesPerFrame = header.samplesPerFrame
                 case .frame(let frame):
-                    try decode(frame)
+                    try decode(frame, into: &output)
                     return true
                 }
                 continue
@@ -115,7 +121,7 @@ public final class MP3Source: PCMSource {
         }
     }
 
-    private func decode(_ frame: MP3Frame) throws(PartyCastError) {
+    private func decode(_ frame: MP3Frame, into decoded: inout [Float]) throws(PartyCastError) {
         if firstAudioOffset == nil {
             firstAudioOffset = frame.offset
             samplesPerFrame = frame.header.samplesPerFrame
@@ -156,7 +162,7 @@ public final class MP3Source: PCMSource {
         try bytes.seek(to: offset)
         parser = MP3Parser(startOffset: offset)
         try decoder.reset()
-        decoded.removeAll(keepingCapacity: true)
+        pending.removeAll()
         reachedEnd = false
         nextFrame = startFrame
         dropUntil = target

@@ -87,7 +87,7 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
         }
     }
 
-    public func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError) {
+    public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
         let pcm = try ALSAPCM.open(device: device)
         do {
             (bufferFrames, periodFrames) = try pcm.configure(format: format, latencyMicroseconds: Self.latencyMicroseconds)
@@ -99,6 +99,7 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
         thread = DedicatedThread { [self] in
             let outcome = run(pcm: pcm, renderer: renderer, channels: format.channels, period: period)
             finalOutcome.withLock { $0 = outcome }
+            onEnd()
         }
     }
 

@@ -7,8 +7,9 @@ public protocol AudioOutput: AnyObject, Sendable {
     var name: String { get }
     /// Whether it consumes at the stream's rate (a device) rather than as fast as it can (a file).
     var isRealTime: Bool { get }
-    /// Opens the device for `format` and starts pulling from `renderer` on a dedicated thread.
-    func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError)
+    /// Opens the device for `format` and starts pulling from `renderer` on a dedicated thread;
+    /// `onEnd` runs on that thread once it has finished (never inside the real-time loop).
+    func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError)
     /// Asks the thread to end (after draining what the device holds, if `drain`) and waits for it.
     func stop(drain: Bool)
     /// Set once the output thread has ended: the stream finished, `stop` was called or it failed.

@@ -17,11 +17,12 @@ public class FastOutput: @unchecked Sendable {
     func open(format: AudioFormat) throws(PartyCastError) {}
     func close() throws(PartyCastError) {}
 
-    public func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError) {
+    public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
         try open(format: format)
         thread = DedicatedThread { [self] in
             let outcome = run(renderer: renderer, format: format)
             finalOutcome.withLock { $0 = outcome }
+            onEnd()
         }
     }
 

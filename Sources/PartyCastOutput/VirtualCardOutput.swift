@@ -26,7 +26,7 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
 
     public init(path: String) { self.path = path }
 
-    public func start(format: AudioFormat, renderer: Renderer) throws(PartyCastError) {
+    public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
         writer = try WavFileWriter(path: path, format: format)
         // Frame 0 plays one period from now, giving the thread time to start.
         let periodFrames = max(1, format.sampleRate / 100)
@@ -35,6 +35,7 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
         thread = DedicatedThread { [self] in
             let outcome = run(renderer: renderer, format: format, periodFrames: periodFrames, t0: t0)
             finalOutcome.withLock { $0 = outcome }
+            onEnd()
         }
     }
 

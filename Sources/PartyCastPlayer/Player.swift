@@ -44,6 +44,8 @@ public final class Player: Sendable {
     private let shared = Mutex(Shared())
     private let observers = Mutex<[@Sendable (PlayerStatus) -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
+    /// Wakes the control loop early when the output ends or the user acts.
+    private let wakeup = Wakeup()
 
     public init(output: AudioOutput, options: PlayerOptions = PlayerOptions(), source: @escaping SourceFactory) {
         self.openSource = source
@@ -80,6 +82,7 @@ public final class Player: Sendable {
 
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
+        wakeup.signal()
     }
 
     // MARK: The control loop
@@ -91,7 +94,8 @@ public final class Player: Sendable {
         var lastUnderruns = 0
         var tick = 0
         while true {
-            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 20_000_000)
+            // 5 ms ticks, or sooner when woken: state changes are acted on promptly.
+            wakeup.wait(nanoseconds: 5_000_000)
             tick += 1
             if stopRequested.load(ordering: .acquiring) {
                 shared.withLock { s in
@@ -102,7 +106,7 @@ public final class Player: Sendable {
             let status = step(&lastUnderruns)
             let changes = shared.withLock { s in defer { s.unreported.removeAll() }; return s.unreported }
             for change in changes { notify(change) }
-            if changes.isEmpty && tick % 5 == 0 { notify(status) }
+            if changes.isEmpty && tick % 20 == 0 { notify(status) }
             if status.state == .stopping { break }
         }
         stopRequested.store(true, ordering: .releasing)
@@ -205,10 +209,16 @@ public final class Player: Sendable {
                 s.isSeekable = source.isSeekable
                 transition(&s, to: .buffering)
             }
-            try output.start(format: format, renderer: renderer)
+            if !output.isRealTime {
+                // A file output waits for data anyway; there is nothing to prebuffer for.
+                renderer.setMode(.run)
+                shared.withLock { transition(&$0, to: .playing) }
+            }
+            try output.start(format: format, renderer: renderer) { [wakeup] in wakeup.signal() }
             try fill(ring: ring, renderer: renderer, from: source, format: format)
         } catch {
             fail(error)
+            wakeup.signal()
         }
     }
 

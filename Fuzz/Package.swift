@@ -1,0 +1,11 @@
+// swift-tools-version:6.0
+// libFuzzer target for the MP3 parser; built by `make fuzz` with -sanitize=fuzzer,address.
+import PackageDescription
+
+let package = Package(
+    name: "PartyCastFuzz",
+    dependencies: [.package(path: "..")],
+    targets: [
+        .executableTarget(name: "MP3ParserFuzzer", dependencies: [.product(name: "PartyCastMP3Parser", package: "main")]),
+    ]
+)
