@@ -36,16 +36,25 @@ struct Play: ParsableCommand {
     @Option(help: "Start this many seconds into the stream (exact to the sample for local files).")
     var start: Double?
 
+    @Option(help: "Resample to this rate in Hz (default: the source's own).")
+    var rate: Int?
+
+    @Option(help: "Deliver this many channels (default: the source's own).")
+    var channels: Int?
+
     @Flag(name: .shortAndLong, help: "No status line.")
     var quiet = false
 
     func run() throws {
         let device = try resolveOutput()
         let options = PlayerOptions(startSeconds: start)
-        let source = self.source
+        let (source, rate, channels) = (self.source, self.rate, self.channels)
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
-            if source.hasPrefix("tone:") { return try ToneGenerator(spec: String(source.dropFirst(5))) }
-            return try MP3Source(bytes: FileByteSource(path: source))
+            let decoded: PCMSource = source.hasPrefix("tone:")
+                ? try ToneGenerator(spec: String(source.dropFirst(5)))
+                : try MP3Source(bytes: FileByteSource(path: source))
+            guard rate != nil || channels != nil else { return decoded }
+            return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         let keys = isatty(STDIN_FILENO) == 1 ? KeyReader(player: player) : nil

@@ -94,6 +94,28 @@ final class DecodeAgainstMPG123Tests: XCTestCase {
         }
     }
 
+    /// `--rate` and `--channels` against sox converting mpg123's decode: exact lengths, and the
+    /// same signal (the resamplers differ, so the bar for the rate change is lower).
+    func testRateAndChannelConversionMatchSox() throws {
+        let directory = try temporaryDirectory()
+        let mp3 = try fixture("cbr.mp3")
+        let reference = try mpg123Reference(mp3, in: directory)
+        let referencePath = "\(directory)/cbr.mp3.mpg123.wav"
+        for (flags, soxEffect, bar) in [(["--rate", "48000"], ["rate", "-v", "48000"], 60.0), (["--channels", "1"], ["channels", "1"], 80.0)] {
+            let out = "\(directory)/converted.wav"
+            let result = try play([mp3, "--output", "wav:\(out)"] + flags)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let sox = "\(directory)/sox.wav"
+            XCTAssertEqual(try runProcess("sox", [referencePath, sox] + soxEffect).status, 0)
+            let ours = try readAudio(out), theirs = try readAudio(sox)
+            XCTAssertEqual(ours.sampleRate, theirs.sampleRate, "\(flags)")
+            XCTAssertEqual(ours.channels, theirs.channels, "\(flags)")
+            XCTAssertEqual(ours.frames, theirs.frames, "\(flags)")
+            XCTAssertGreaterThanOrEqual(snr(ours.samples[...], theirs.samples[...]), bar, "\(flags)")
+        }
+        XCTAssertEqual(reference.frames, 882_000)
+    }
+
     /// The tone generator against sox's own sine.
     func testToneMatchesSox() throws {
         let directory = try temporaryDirectory()
