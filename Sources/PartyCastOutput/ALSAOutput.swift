@@ -10,6 +10,7 @@ struct ALSAPCM: @unchecked Sendable {
     let device: String
 
     static func open(device: String) throws(PartyCastError) -> ALSAPCM {
+        partycast_alsa_silence_library_messages()
         var handle: OpaquePointer?
         let result = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
         guard result >= 0, let handle else {
