@@ -128,6 +128,7 @@ public final class Player: Sendable {
             if let renderer = s.renderer, let format = s.status.format {
                 let fill = renderer.ring.availableToRead
                 s.status.bufferFill = Double(fill) / Double(renderer.ring.capacity)
+                s.status.bufferedMilliseconds = fill / format.channels * 1000 / format.sampleRate
                 let heard = max(0, renderer.renderedFrames - s.renderedAtBase - output.latencyFrames)
                 s.status.positionFrames = s.positionBase + heard
                 s.status.underruns = renderer.underruns

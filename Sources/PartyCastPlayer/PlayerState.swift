@@ -38,6 +38,8 @@ public struct PlayerStatus: Sendable {
     public var positionFrames = 0
     /// How full the ring is, 0…1.
     public var bufferFill = 0.0
+    /// Audio waiting in the ring, in milliseconds.
+    public var bufferedMilliseconds = 0
     public var underruns = 0
     public var skippedBytes: Int64 = 0
     public var outputName = ""

@@ -46,7 +46,7 @@ struct Play: ParsableCommand {
     var quiet = false
 
     func run() throws {
-        let device = try resolveOutput()
+        let device = try resolveOutput(output)
         let options = PlayerOptions(startSeconds: start)
         let (source, rate, channels) = (self.source, self.rate, self.channels)
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
@@ -77,18 +77,19 @@ struct Play: ParsableCommand {
             throw ExitCode(error.code.exitStatus)
         }
     }
+}
 
-    private func resolveOutput() throws -> AudioOutput {
-        guard output == "auto" else {
-            do { return try makeOutput(output) } catch { throw ValidationError(error.message) }
-        }
-        if let problem = ALSAOutput.probe(device: "default") {
-            let path = "partycast-virtual.wav"
-            printError("listener: no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
-            return VirtualCardOutput(path: path)
-        }
-        return ALSAOutput(device: "default")
+/// `auto` plays on ALSA's default device, or says there is none and uses the simulated card.
+func resolveOutput(_ output: String) throws -> AudioOutput {
+    guard output == "auto" else {
+        do { return try makeOutput(output) } catch { throw ValidationError(error.message) }
     }
+    if let problem = ALSAOutput.probe(device: "default") {
+        let path = "partycast-virtual.wav"
+        printError("listener: no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
+        return VirtualCardOutput(path: path)
+    }
+    return ALSAOutput(device: "default")
 }
 
 func printError(_ line: String, newline: Bool = true) {
