@@ -131,6 +131,36 @@ final class PlayerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(snr(samples[start...].prefix(sox.samples.count), sox.samples[...]), 80)
     }
 
+    /// A source that stops delivering for a while: the real-time output underruns, the player goes
+    /// to `buffering`, and resumes `playing` once the ring has refilled.
+    func testUnderrunBuffersThenResumes() throws {
+        final class StallingTone: PCMSource {
+            let tone: ToneGenerator
+            var produced = 0
+            init() throws(PartyCastError) { tone = try ToneGenerator(spec: "440:3") }
+            var format: AudioFormat? { tone.format }
+            var tags: TrackTags { tone.tags }
+            var duration: Duration { tone.duration }
+            var isSeekable: Bool { false }
+            var skippedBytes: Int64 { 0 }
+            func prepare() throws(PartyCastError) {}
+            func seek(toFrame frame: Int) throws(PartyCastError) {}
+            func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+                produced += 1
+                // 1024 frames a call: after ~1 s of audio, stall for 1.5 s, longer than the ring holds.
+                if produced == 48 { usleep(1_500_000) }
+                return try tone.produce(into: &buffer)
+            }
+        }
+        let path = try temporaryDirectory() + "/stall.wav"
+        let player = Player(output: VirtualCardOutput(path: path)) { () throws(PartyCastError) -> PCMSource in try StallingTone() }
+        let log = StateLog()
+        player.observe(log.record)
+        XCTAssertEqual(player.run(), .endOfStream)
+        XCTAssertEqual(log.all, [.connecting, .waitingForData, .buffering, .playing, .buffering, .playing, .stopping, .stopped])
+        XCTAssertGreaterThan(player.status.underruns, 0)
+    }
+
     func testOnlyLegalTransitionsAndOutputSpecs() throws {
         XCTAssertThrowsError(try makeOutput("speaker"))
         XCTAssertThrowsError(try makeOutput("wav:"))
