@@ -2,11 +2,11 @@
 SHELL := /bin/bash
 FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
-	libasound2-plugins mpg123 sox lame opus-tools python3
+	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test demo fuzz bench clean
+.PHONY: deps fixtures build release test demo fuzz bench proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -47,6 +47,11 @@ fuzz: deps fixtures
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release
 	scripts/bench-decode.sh
+
+# Regenerates the Swift for Proto/partycast.proto (builds protoc-gen-swift once, ~1-10 min).
+proto: deps
+	@command -v protoc >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq protobuf-compiler; }
+	scripts/gen-proto.sh
 
 clean:
 	rm -rf .build Fuzz/.build $(FIXTURES)

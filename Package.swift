@@ -13,11 +13,15 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "listener", targets: ["listener"]),
+        .executable(name: "broadcaster", targets: ["broadcaster"]),
         .library(name: "PartyCastPlayer", targets: ["PartyCastPlayer"]),
         .library(name: "PartyCastMP3Parser", targets: ["PartyCastMP3Parser"]),
+        .library(name: "PartyCastWire", targets: ["PartyCastWire"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         systemLibrary("CMPG123", pkgConfig: "libmpg123", apt: "libmpg123-dev"),
@@ -42,8 +46,32 @@ let package = Package(
         .target(name: "PartyCastPlayer", dependencies: [
             "PartyCastCore", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
         ]),
+
+        // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
+        // Messages of Proto/partycast.proto (generated code committed) and their length-prefixed framing.
+        .target(name: "PartyCastWire", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // Opus and PCM packet encoders/decoders.
+        .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "COpus"]),
+        // mDNS publish/browse through avahi-client.
+        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
+        // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
+        .target(name: "PartyCastBroadcast", dependencies: [
+            "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+        // The listener's network source: wire frames → packets → PCM for the player.
+        .target(name: "PartyCastNetwork", dependencies: [
+            "PartyCastCore", "PartyCastCodec", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastDiscovery",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "broadcaster", dependencies: [
+            "PartyCastBroadcast", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // Fixture paths, process running, audio reading and SNR for the tests.

@@ -40,3 +40,10 @@ public func sleepUntil(monotonicNanoseconds deadline: UInt64) {
     var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
     while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
 }
+
+/// This machine's host name (what listeners and broadcasters show each other).
+public func localHostName() -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    gethostname(&buffer, buffer.count)
+    return String(cString: buffer)
+}

@@ -13,7 +13,7 @@ import Glibc
 struct Listener: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Plays PartyCast audio: local files now, a broadcaster on the LAN next.",
-        subcommands: [Play.self])
+        subcommands: [Play.self, Join.self, List.self])
 }
 
 struct Play: ParsableCommand {

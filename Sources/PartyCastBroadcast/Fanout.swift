@@ -1,0 +1,129 @@
+import NIOCore
+import PartyCastCore
+import Synchronization
+
+/// One joined listener as the broadcaster sees it.
+public struct PeerInfo: Sendable {
+    public var id: Int
+    public var name: String
+    public var host: String
+    public var address: String
+    /// The listener's last reported buffer fill, in milliseconds of audio.
+    public var bufferMilliseconds: Int?
+    public var syncErrorMicroseconds: Int?
+    /// Chunks it missed because its connection could not keep up.
+    public var skippedChunks = 0
+}
+
+/// Shares each encoded message, serialized once, with every joined listener. A listener whose
+/// connection backs up misses chunks (it skips to the live edge) and, after `maxSkippedChunks` in a
+/// row, is cut off with a reason; no listener ever slows another or the broadcast.
+public final class Fanout: Sendable {
+    struct Peer {
+        var info: PeerInfo
+        let channel: Channel
+        var consecutiveSkips = 0
+    }
+
+    struct State {
+        var peers: [Int: Peer] = [:]
+        var nextID = 1
+        /// What a listener joining now needs first: the stream format and the metadata.
+        var preamble: [ByteBuffer] = []
+        /// Chunks sent but not yet played (presentation time ahead of now), for late joiners.
+        var backlog: [(presentationNanoseconds: UInt64, bytes: ByteBuffer)] = []
+        var everJoined = 0
+    }
+
+    private let state = Mutex(State())
+    public let maxSkippedChunks: Int
+    private let log: @Sendable (String) -> Void
+
+    public init(maxSkippedChunks: Int = 150, log: @escaping @Sendable (String) -> Void) {
+        self.maxSkippedChunks = maxSkippedChunks
+        self.log = log
+    }
+
+    public var peers: [PeerInfo] { state.withLock { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
+    public var everJoined: Int { state.withLock { $0.everJoined } }
+
+    /// Sets what every new listener gets before any audio (and sends it to those already joined).
+    public func setPreamble(_ messages: [ByteBuffer]) {
+        state.withLock { s in
+            s.preamble = messages
+            for peer in s.peers.values { for m in messages { peer.channel.write(m, promise: nil) }; peer.channel.flush() }
+        }
+    }
+
+    /// Sends an audio chunk to everyone and keeps it for late joiners until it has been played.
+    public func broadcastChunk(_ bytes: ByteBuffer, presentationNanoseconds: UInt64, now: UInt64) {
+        state.withLock { s in
+            s.backlog.removeAll { $0.presentationNanoseconds < now }
+            s.backlog.append((presentationNanoseconds, bytes))
+            send(bytes, in: &s)
+        }
+    }
+
+    /// Sends a control message (end of stream, goodbye) to everyone.
+    public func broadcast(_ bytes: ByteBuffer) {
+        state.withLock { send(bytes, in: &$0) }
+    }
+
+    private func send(_ bytes: ByteBuffer, in s: inout State) {
+        var cutOff: [Int] = []
+        for (id, var peer) in s.peers {
+            if peer.channel.isWritable {
+                peer.channel.writeAndFlush(bytes, promise: nil)
+                peer.consecutiveSkips = 0
+            } else {
+                peer.consecutiveSkips += 1
+                peer.info.skippedChunks += 1
+                if peer.consecutiveSkips > maxSkippedChunks { cutOff.append(id) }
+            }
+            s.peers[id] = peer
+        }
+        for id in cutOff {
+            guard let peer = s.peers.removeValue(forKey: id) else { continue }
+            log("cut off \(peer.info.name)@\(peer.info.address): its connection fell \(maxSkippedChunks) chunks behind")
+            peer.channel.close(promise: nil)
+        }
+    }
+
+    /// Registers a listener that completed the handshake and sends it the preamble and the
+    /// not-yet-played chunks, all under the lock, so it sees no gap and no duplicate.
+    /// Must be called on the peer channel's event loop (its writes then precede any broadcast's).
+    func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int {
+        state.withLock { s in
+            let id = s.nextID
+            s.nextID += 1
+            s.everJoined += 1
+            for m in first + s.preamble + s.backlog.map(\.bytes) { channel.write(m, promise: nil) }
+            channel.flush()
+            s.peers[id] = Peer(info: PeerInfo(id: id, name: name, host: host, address: address), channel: channel)
+            return id
+        }
+    }
+
+    func leave(_ id: Int) {
+        state.withLock { _ = $0.peers.removeValue(forKey: id) }
+    }
+
+    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int) {
+        state.withLock { s in
+            s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
+            s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds
+        }
+    }
+
+    /// Sends `goodbye` to everyone and closes each connection once everything queued for it has
+    /// been written; the futures complete when they are closed.
+    public func finish(with goodbye: ByteBuffer) -> [EventLoopFuture<Void>] {
+        state.withLock { s in
+            defer { s.peers.removeAll() }
+            return s.peers.values.map { peer in
+                let channel = peer.channel
+                return channel.writeAndFlush(goodbye).flatMap { channel.close() }
+            }
+        }
+    }
+}

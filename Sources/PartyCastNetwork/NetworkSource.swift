@@ -1,0 +1,209 @@
+import Foundation
+import NIOPosix
+import PartyCastCodec
+import PartyCastCore
+import PartyCastWire
+import Synchronization
+
+/// Where to connect: resolved again before every (re)connection, so a broadcaster that moved or
+/// restarted is found anew (by mDNS, or the fixed address given with --host).
+public typealias EndpointResolver = @Sendable () throws(PartyCastError) -> (host: String, port: Int)
+
+/// A broadcast as a PCM source: wire frames (the parser) → Opus/PCM packets (the decoder) →
+/// samples for the player's ring. It rides out dropped connections and broadcaster restarts by
+/// reconnecting with backoff; the player just sees a short underrun.
+public final class NetworkSource: PCMSource, @unchecked Sendable {
+    // @unchecked: used from the player's producer thread only; the inbox is the thread boundary.
+    public struct Options: Sendable {
+        public var listenerName: String
+        public var hostName: String
+        /// End (produce returns false) when the broadcast ends, instead of waiting for the next one.
+        public var once = false
+        public init(listenerName: String, hostName: String) {
+            self.listenerName = listenerName
+            self.hostName = hostName
+        }
+    }
+
+    private let resolve: EndpointResolver
+    private let options: Options
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let inbox = Inbox()
+    private let connection = Mutex<BroadcastClient?>(nil)
+    private let cancelled = Atomic<Bool>(false)
+    private var decoder: AudioDecoder?
+    private var framesToSkip = 0
+    private var sessionID: UInt64?
+    private var broadcastEnded = false
+    private var scratch: [Float] = []
+    private let log: @Sendable (String) -> Void
+
+    public private(set) var format: AudioFormat?
+    public private(set) var tags = TrackTags()
+    public private(set) var duration: Duration = .unknown
+    public var isSeekable: Bool { false }
+    public var skippedBytes: Int64 { 0 }
+    public private(set) var broadcasterName = ""
+    /// Timeline position (frames since the broadcast began) of the next frame produced, when known.
+    public private(set) var nextTimelineFrame: UInt64?
+
+    public init(options: Options, log: @escaping @Sendable (String) -> Void, resolve: @escaping EndpointResolver) {
+        self.options = options
+        self.resolve = resolve
+        self.log = log
+    }
+
+    deinit {
+        connection.withLock { $0?.close() }
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Connects, says Hello, and waits for the Welcome and the stream format.
+    public func prepare() throws(PartyCastError) {
+        try connect()
+        let deadline = monotonicNanoseconds() + 10_000_000_000
+        while format == nil {
+            guard monotonicNanoseconds() < deadline else {
+                throw PartyCastError(.io, "the broadcaster accepted the connection but sent no stream format within 10 s")
+            }
+            guard let item = inbox.take(timeoutNanoseconds: 100_000_000) else { continue }
+            var ignored: [Float] = []
+            if case .closed(let reason) = item {
+                throw PartyCastError(.io, "the broadcaster closed the connection before streaming: \(reason)")
+            }
+            _ = try handle(item, into: &ignored)
+        }
+    }
+
+    private func connect() throws(PartyCastError) {
+        let (host, port) = try resolve()
+        let client = try BroadcastClient.connect(host: host, port: port, group: group, inbox: inbox)
+        connection.withLock { $0 = client }
+        var hello = PCHello()
+        hello.protocolVersion = partyCastProtocolVersion
+        hello.listenerName = options.listenerName
+        hello.hostName = options.hostName
+        var envelope = PCEnvelope()
+        envelope.body = .hello(hello)
+        client.send(envelope)
+        log("connected to \(host):\(port)")
+    }
+
+    public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        guard let item = inbox.take(timeoutNanoseconds: 50_000_000) else { return true }
+        return try handle(item, into: &buffer)
+    }
+
+    /// Applies one message; false when the stream is over for good.
+    private func handle(_ item: Inbox.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        switch item {
+        case .closed(let reason):
+            connection.withLock { $0 = nil }
+            if broadcastEnded && options.once { return false }
+            log(broadcastEnded ? "the broadcast ended; waiting for the next one" : "lost the broadcaster (\(reason)); reconnecting")
+            try reconnect()
+            return true
+        case .message(let envelope):
+            switch envelope.body {
+            case .welcome(let welcome)?:
+                if let mismatch = protocolMismatch(peerVersion: welcome.protocolVersion, peerRole: "broadcaster") {
+                    throw PartyCastError(.io, mismatch.error.message)
+                }
+                broadcasterName = welcome.broadcasterName
+                if sessionID != welcome.sessionID { decoder = nil }  // a new broadcast: fresh decoder state
+                sessionID = welcome.sessionID
+                broadcastEnded = false
+            case .streamFormat(let streamFormat)?:
+                try adopt(streamFormat)
+            case .metadata(let metadata)?:
+                tags = TrackTags(title: metadata.title.isEmpty ? nil : metadata.title,
+                                 artist: metadata.artist.isEmpty ? nil : metadata.artist,
+                                 album: metadata.album.isEmpty ? nil : metadata.album)
+                duration = metadata.durationFrames > 0 ? .exact(frames: Int(metadata.durationFrames)) : .unknown
+            case .audioChunk(let chunk)?:
+                try decode(chunk, into: &buffer)
+            case .goodbye?:
+                broadcastEnded = true
+            case .error(let error)?:
+                throw PartyCastError(.io, "the broadcaster refused: \(error.message)")
+            default:
+                break
+            }
+            return true
+        }
+    }
+
+    private func adopt(_ streamFormat: PCStreamFormat) throws(PartyCastError) {
+        let announced = AudioFormat(sampleRate: Int(streamFormat.sampleRate), channels: Int(streamFormat.channels))
+        guard (8000...384_000).contains(announced.sampleRate), (1...8).contains(announced.channels) else {
+            throw PartyCastError(.io, "the broadcaster announced an unusable format (\(announced))")
+        }
+        if let format, format != announced {
+            throw PartyCastError(.io, "the broadcast changed format from \(format) to \(announced) mid-play; join again")
+        }
+        format = announced
+        guard decoder == nil else { return }
+        switch streamFormat.codec {
+        case .opus:
+            decoder = try OpusDecoder(channels: announced.channels)
+            framesToSkip = Int(streamFormat.preSkip)
+        case .pcmF32Le:
+            decoder = PCMDecoder(channels: announced.channels)
+            framesToSkip = 0
+        default:
+            throw PartyCastError(.io, "the broadcaster uses a codec this listener does not know; upgrade the listener")
+        }
+        nextTimelineFrame = nil
+    }
+
+    private func decode(_ chunk: PCAudioChunk, into buffer: inout [Float]) throws(PartyCastError) {
+        guard let decoder, let format else { return }
+        scratch.removeAll(keepingCapacity: true)
+        let frames = try decoder.decode([UInt8](chunk.payload), into: &scratch)
+        // The codec's own delay comes out first; after that each chunk stands for frameCount frames.
+        var keep = min(frames, Int(chunk.frameCount))
+        var from = 0
+        if framesToSkip > 0 {
+            from = min(framesToSkip, keep)
+            framesToSkip -= from
+            keep -= from
+        }
+        if nextTimelineFrame == nil { nextTimelineFrame = chunk.mediaPosition }
+        buffer.append(contentsOf: scratch[(from * format.channels)..<((from + keep) * format.channels)])
+        nextTimelineFrame? += UInt64(keep)
+    }
+
+    private func reconnect() throws(PartyCastError) {
+        var delay: UInt64 = 250_000_000
+        while !cancelled.load(ordering: .acquiring) {
+            do {
+                try connect()
+                return
+            } catch {
+                log("\(error.message); retrying in \(Double(delay) / 1e9) s")
+                sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + delay)
+                delay = min(delay * 2, 4_000_000_000)
+            }
+        }
+        throw PartyCastError(.io, "stopped while reconnecting")
+    }
+
+    /// Stops reconnect attempts and closes the connection (a user stop while the broadcaster is away).
+    public func cancel() {
+        cancelled.store(true, ordering: .releasing)
+        connection.withLock { $0?.close() }
+    }
+
+    public func seek(toFrame frame: Int) throws(PartyCastError) {
+        throw PartyCastError(.invalidArgument, "a live broadcast cannot seek")
+    }
+
+    /// Tells the broadcaster how this listener is doing (shown in its listener view).
+    public func report(bufferMilliseconds: Int) {
+        var status = PCStatus()
+        status.bufferMilliseconds = UInt32(max(0, bufferMilliseconds))
+        var envelope = PCEnvelope()
+        envelope.body = .status(status)
+        connection.withLock { $0?.send(envelope) }
+    }
+}

@@ -1,0 +1,140 @@
+import ArgumentParser
+import PartyCastCore
+import PartyCastDiscovery
+import PartyCastNetwork
+import PartyCastOutput
+import PartyCastPlayer
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// True at most once per interval: for periodic reports from a frequently called observer.
+final class Throttle: Sendable {
+    private let interval: UInt64
+    private let last = Atomic<UInt64>(0)
+    init(nanoseconds: UInt64) { interval = nanoseconds }
+    func due() -> Bool {
+        let now = monotonicNanoseconds()
+        let previous = last.load(ordering: .relaxed)
+        guard now - previous >= interval else { return false }
+        return last.compareExchange(expected: previous, desired: now, ordering: .relaxed).exchanged
+    }
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the PartyCast broadcasters on the LAN (via mDNS).")
+
+    @Option(help: "Seconds to listen for answers.")
+    var timeout = 2.0
+
+    func run() throws {
+        let found: [DiscoveredService]
+        do { found = try ServiceBrowser.browse(timeout: timeout) } catch {
+            printError("listener: \(error)")
+            throw ExitCode(error.code.exitStatus)
+        }
+        if found.isEmpty { printError("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)") }
+        for service in found {
+            print("\(service.name)\t\(service.hostName)\t\(service.address):\(service.port)\tcodec=\(service.txt["codec"] ?? "?")\tlisteners=\(service.txt["listeners"] ?? "?")")
+        }
+    }
+}
+
+struct Join: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Join a broadcaster and play what it streams.",
+        discussion: "Finds NAME (or the only broadcaster) by mDNS, or connects to --host directly; reconnects with backoff when the connection drops.")
+
+    @Argument(help: "The broadcaster's name (as `listener list` shows it).")
+    var name: String?
+
+    @Option(help: "Connect to HOST[:PORT] directly, without mDNS.")
+    var host: String?
+
+    @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
+    var output = "auto"
+
+    @Flag(help: "Exit 0 when the broadcast ends instead of waiting for the next one.")
+    var once = false
+
+    @Option(help: "The name the broadcaster shows for this listener (default: the host name).")
+    var listenerName: String?
+
+    @Flag(name: .shortAndLong, help: "No status line.")
+    var quiet = false
+
+    func run() throws {
+        let device = try resolveOutput(output)
+        let resolver: EndpointResolver
+        do { resolver = try endpointResolver() } catch let error as PartyCastError {
+            printError("listener: \(error)")
+            throw ExitCode(error.code.exitStatus)
+        }
+        var options = NetworkSource.Options(listenerName: listenerName ?? localHostName(), hostName: localHostName())
+        options.once = once
+        let source = NetworkSource(options: options, log: { printError("listener: \($0)") }, resolve: resolver)
+        let player = Player(output: device) { () throws(PartyCastError) -> PCMSource in source }
+        let terminal = isatty(STDERR_FILENO) == 1 && !quiet
+        installInterruptHandler()
+        let reports = Throttle(nanoseconds: 1_000_000_000)
+        player.observe { status in
+            if interrupted.load(ordering: .relaxed) { source.cancel(); player.stop() }
+            if reports.due() { source.report(bufferMilliseconds: status.bufferedMilliseconds) }
+            if terminal { StatusLine.draw(status) }
+        }
+        let reason = player.run()
+        if terminal { StatusLine.end() }
+        switch reason {
+        case .endOfStream, .user: return
+        case .error(let error), .temporary(let error):
+            printError("listener: \(error)")
+            throw ExitCode(error.code.exitStatus)
+        }
+    }
+
+    /// How to find the broadcaster before each (re)connection.
+    private func endpointResolver() throws -> EndpointResolver {
+        if let host {
+            let parts = host.split(separator: ":")
+            guard (1...2).contains(parts.count), let port = parts.count == 2 ? Int(parts[1]) : 7360, (1...65535).contains(port) else {
+                throw ValidationError("--host takes HOST or HOST:PORT")
+            }
+            let address = String(parts[0])
+            return { () throws(PartyCastError) in (address, port) }
+        }
+        let wanted = name
+        // Pick now, so "which one?" is asked once; reconnections look for the same name.
+        let chosen = try choose(from: ServiceBrowser.browse(timeout: 2), wanted: wanted)
+        return { () throws(PartyCastError) in
+            let found = try ServiceBrowser.browse(timeout: 2)
+            guard let service = found.first(where: { $0.name == chosen.name }) else {
+                throw PartyCastError(.io, "\"\(chosen.name)\" is not on the LAN right now")
+            }
+            return (service.address, service.port)
+        }
+    }
+
+    private func choose(from found: [DiscoveredService], wanted: String?) throws -> DiscoveredService {
+        if let wanted {
+            guard let match = found.first(where: { $0.name == wanted }) else {
+                throw PartyCastError(.io, "no broadcaster named \"\(wanted)\" on the LAN; `listener list` shows those there are")
+            }
+            return match
+        }
+        switch found.count {
+        case 0: throw PartyCastError(.io, "no broadcasters found on the LAN; start one with `broadcaster share`, or give --host")
+        case 1: return found[0]
+        default:
+            for (i, service) in found.enumerated() { printError("  \(i + 1). \(service.name)  (\(service.hostName), \(service.address):\(service.port))") }
+            guard isatty(STDIN_FILENO) == 1 else {
+                throw PartyCastError(.invalidArgument, "\(found.count) broadcasters found; name the one to join")
+            }
+            printError("join which one? ", newline: false)
+            guard let line = readLine(), let pick = Int(line), found.indices.contains(pick - 1) else {
+                throw PartyCastError(.invalidArgument, "no broadcaster chosen")
+            }
+            return found[pick - 1]
+        }
+    }
+}
