@@ -80,5 +80,7 @@ let package = Package(
         .testTarget(name: "PartyCastRingTests", dependencies: ["PartyCastRing", "PartyCastOutput"]),
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
+        .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport"]),
     ]
 )

@@ -28,7 +28,7 @@ public final class ServicePublisher: @unchecked Sendable {
     private var group: OpaquePointer?
     private var name: String
     private let port: UInt16
-    private let txt: [String: String]
+    private var txt: [String: String]
     private let onEvent: @Sendable (PublisherEvent) -> Void
     private var warnedUnavailable = false
 
@@ -39,6 +39,8 @@ public final class ServicePublisher: @unchecked Sendable {
         self.onEvent = onEvent
         let connection = try AvahiConnection(waitForDaemon: true) { [unowned self] state in clientChanged(state) }
         self.connection = connection
+        // avahi reports "running" from inside avahi_client_new, before `connection` was set.
+        if let client = connection.client, avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING { publish() }
         try connection.start()
     }
 
@@ -76,14 +78,32 @@ public final class ServicePublisher: @unchecked Sendable {
         }
         guard let group else { return onEvent(.failed(connection?.lastError ?? "cannot create an entry group")) }
         guard avahi_entry_group_is_empty(group) != 0 else { return }
-        var list: UnsafeMutablePointer<AvahiStringList>? = nil
-        for (key, value) in txt.sorted(by: { $0.key < $1.key }) { list = avahi_string_list_add_pair(list, key, value) }
+        let list = txtList()
         defer { avahi_string_list_free(list) }
         let added = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_INET), AvahiPublishFlags(rawValue: 0),
                                                          name, PartyCastService.type, nil, nil, port, list)
         if added == Int32(AVAHI_ERR_COLLISION) { return rename() }
         guard added >= 0, avahi_entry_group_commit(group) >= 0 else {
             return onEvent(.failed(AvahiConnection.message(added < 0 ? added : avahi_client_errno(client))))
+        }
+    }
+
+    private func txtList() -> UnsafeMutablePointer<AvahiStringList>? {
+        var list: UnsafeMutablePointer<AvahiStringList>? = nil
+        for (key, value) in txt.sorted(by: { $0.key < $1.key }) { list = avahi_string_list_add_pair(list, key, value) }
+        return list
+    }
+
+    /// Replaces the TXT records (a listener count, say) without withdrawing the service.
+    public func update(txt: [String: String]) {
+        connection?.locked {
+            guard txt != self.txt else { return }
+            self.txt = txt
+            guard let group, avahi_entry_group_is_empty(group) == 0 else { return }
+            let list = txtList()
+            defer { avahi_string_list_free(list) }
+            _ = avahi_entry_group_update_service_txt_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_INET),
+                                                            AvahiPublishFlags(rawValue: 0), name, PartyCastService.type, nil, list)
         }
     }
 

@@ -75,20 +75,22 @@ struct Share: ParsableCommand {
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, welcome: broadcaster.welcome, log: log)
         defer { server.shutdown() }
         var publisher: ServicePublisher?
+        let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
         if !noMDNS {
             do throws(PartyCastError) {
-                publisher = try ServicePublisher(
-                    name: options.name, port: server.port,
-                    txt: ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
-                ) { event in log("mDNS: \(event)") }
+                publisher = try ServicePublisher(name: options.name, port: server.port, txt: txt.merging(["listeners": "0"]) { $1 }) { event in
+                    log("mDNS: \(event)")
+                }
             } catch {
                 log("warning: not advertising over mDNS (\(error.message)); listeners can still join with --host \(host):\(server.port)")
             }
         }
         log("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm"))")
         installInterruptHandler()
+        let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
-                                    interrupted: { interrupted.load(ordering: .relaxed) })
+                                    interrupted: { interrupted.load(ordering: .relaxed) },
+                                    everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
         let finished: Bool
         do {
             finished = try broadcaster.run()

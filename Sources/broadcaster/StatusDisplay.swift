@@ -5,7 +5,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Once a second: on a terminal, redraws name, address, progress and every listener (name, host,
+/// Once a second: runs `everySecond` (the mDNS listener count) and, on a terminal, redraws name, address, progress and every listener (name, host,
 /// buffer health); elsewhere it stays quiet (joins and leaves are logged as they happen).
 /// It also turns Ctrl-C into a clean stop.
 final class StatusDisplay: @unchecked Sendable {
@@ -13,7 +13,8 @@ final class StatusDisplay: @unchecked Sendable {
     private let done = Atomic<Bool>(false)
     private var thread: DedicatedThread?
 
-    init(name: String, endpoint: String, broadcaster: Broadcaster, fanout: Fanout, interrupted: @escaping @Sendable () -> Bool) {
+    init(name: String, endpoint: String, broadcaster: Broadcaster, fanout: Fanout, interrupted: @escaping @Sendable () -> Bool,
+         everySecond: @escaping @Sendable () -> Void) {
         let terminal = isatty(STDERR_FILENO) == 1
         thread = DedicatedThread { [self] in
             var drawnLines = 0
@@ -22,7 +23,9 @@ final class StatusDisplay: @unchecked Sendable {
                 if interrupted() { broadcaster.stop() }
                 sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 100_000_000)
                 tick += 1
-                guard terminal, tick % 10 == 0 else { continue }
+                guard tick % 10 == 0 else { continue }
+                everySecond()
+                guard terminal else { continue }
                 let p = broadcaster.progress
                 var lines = ["▶ \(name)  \(endpoint)",
                              "  #\(p.streamIndex + 1) \(p.title)  \(clock(p.positionSeconds))" + (p.durationSeconds.map { " / \(clock($0))" } ?? "")]

@@ -29,33 +29,67 @@ public struct ProcessResult {
     public var timedOut: Bool
 }
 
+/// A command running in the background; its output goes to files (no pipes to fill up).
+public final class BackgroundProcess {
+    public let process = Process()
+    private let base = NSTemporaryDirectory() + "partycast-run-" + UUID().uuidString
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]?) throws {
+        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
+        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        FileManager.default.createFile(atPath: base + ".out", contents: nil)
+        FileManager.default.createFile(atPath: base + ".err", contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".out"))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".err"))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+    public var stderr: String { String(decoding: FileManager.default.contents(atPath: base + ".err") ?? Data(), as: UTF8.self) }
+
+    /// Sends a signal to this process only (by its PID).
+    public func signal(_ number: Int32) { if process.isRunning { kill(pid, number) } }
+
+    /// Waits for it to exit, killing it (SIGKILL, by PID) if it outlives `timeout`.
+    public func wait(timeout: TimeInterval) -> ProcessResult {
+        let deadline = Date().addingTimeInterval(timeout)
+        var timedOut = false
+        while process.isRunning {
+            if Date() > deadline { kill(pid, SIGKILL); timedOut = true; break }
+            usleep(10_000)
+        }
+        process.waitUntilExit()
+        defer { try? FileManager.default.removeItem(atPath: base + ".out"); try? FileManager.default.removeItem(atPath: base + ".err") }
+        return ProcessResult(status: process.terminationStatus,
+                             stdout: String(decoding: FileManager.default.contents(atPath: base + ".out") ?? Data(), as: UTF8.self),
+                             stderr: stderr, timedOut: timedOut)
+    }
+}
+
+public func startProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> BackgroundProcess {
+    try BackgroundProcess(executable, arguments, environment: environment)
+}
+
 /// Runs a command to completion, killing it (by its own PID) if it outlives `timeout`.
 @discardableResult
 public func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 60, environment: [String: String]? = nil) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
-    process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
-    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    // Output goes to files, not pipes: no reader threads, no deadlock on a full pipe.
-    let base = NSTemporaryDirectory() + "partycast-run-" + UUID().uuidString
-    FileManager.default.createFile(atPath: base + ".out", contents: nil)
-    FileManager.default.createFile(atPath: base + ".err", contents: nil)
-    defer { try? FileManager.default.removeItem(atPath: base + ".out"); try? FileManager.default.removeItem(atPath: base + ".err") }
-    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".out"))
-    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".err"))
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    var timedOut = false
-    while process.isRunning {
-        if Date() > deadline { kill(process.processIdentifier, SIGKILL); timedOut = true; break }
-        usleep(10_000)
-    }
-    process.waitUntilExit()
-    let outData = FileManager.default.contents(atPath: base + ".out") ?? Data()
-    let errData = FileManager.default.contents(atPath: base + ".err") ?? Data()
-    return ProcessResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                         stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
+    try startProcess(executable, arguments, environment: environment).wait(timeout: timeout)
+}
+
+/// A TCP port on 127.0.0.1 nobody listens on right now.
+public func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 public func temporaryDirectory() throws -> String {
