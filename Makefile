@@ -36,13 +36,16 @@ test: deps fixtures
 demo: release fixtures
 	.build/release/listener play $(FIXTURES)/id3v2.mp3 --output auto
 
-# libFuzzer on the MP3 parser for FUZZ_SECONDS; crashes land in Fuzz/crashes/.
+# libFuzzer on the MP3 parser, then on the wire frame decoder, FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
 fuzz: deps fixtures
 	cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
 	mkdir -p Fuzz/corpus Fuzz/crashes
 	find $(FIXTURES) -maxdepth 1 -type f -name '*.mp3' -exec cp -n {} Fuzz/corpus/ \;
 	Fuzz/.build/release/MP3ParserFuzzer Fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/ -print_final_stats=1
+	mkdir -p Fuzz/corpus-wire
+	Fuzz/.build/release/WireFrameFuzzer Fuzz/corpus-wire -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/wire- -print_final_stats=1
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release

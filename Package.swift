@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "PartyCastPlayer", targets: ["PartyCastPlayer"]),
         .library(name: "PartyCastMP3Parser", targets: ["PartyCastMP3Parser"]),
         .library(name: "PartyCastWire", targets: ["PartyCastWire"]),
+        .library(name: "PartyCastDiscovery", targets: ["PartyCastDiscovery"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -54,6 +55,8 @@ let package = Package(
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "COpus"]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
+        // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
+        .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
@@ -82,5 +85,6 @@ let package = Package(
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport"]),
+        .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
     ]
 )

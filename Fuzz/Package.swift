@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// libFuzzer target for the MP3 parser; built by `make fuzz` with -sanitize=fuzzer,address.
+// libFuzzer targets for the MP3 parser and the wire frame decoder; built by `make fuzz` with -sanitize=fuzzer,address.
 import PackageDescription
 
 let package = Package(
@@ -7,5 +7,6 @@ let package = Package(
     dependencies: [.package(path: "..")],
     targets: [
         .executableTarget(name: "MP3ParserFuzzer", dependencies: [.product(name: "PartyCastMP3Parser", package: "main")]),
+        .executableTarget(name: "WireFrameFuzzer", dependencies: [.product(name: "PartyCastWire", package: "main")]),
     ]
 )

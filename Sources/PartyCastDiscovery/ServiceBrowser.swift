@@ -1,85 +1,95 @@
 import CAvahi
 import PartyCastCore
-import Synchronization
 
-/// Finds and resolves the `_partycast._tcp` services on the LAN.
+/// Finds and resolves the `_partycast._tcp` services on the LAN (IPv4).
 public enum ServiceBrowser {
     /// Browses for up to `timeout` seconds, returning early once avahi has reported everything it
-    /// knows and every resolve has answered.
+    /// knows ("all for now") and every resolve has answered. One entry per service name, sorted.
+    /// Throws when avahi-daemon is not running (or goes away meanwhile).
     public static func browse(timeout: Double) throws(PartyCastError) -> [DiscoveredService] {
+        guard timeout.isFinite, timeout >= 0 else {
+            throw PartyCastError(.invalidArgument, "mDNS: the browse timeout must be 0 seconds or more, not \(timeout)")
+        }
+        let loop = try AvahiLoop()
         let session = BrowseSession()
-        let connection = try AvahiConnection(waitForDaemon: false) { _ in }
-        defer { connection.close() }
-        guard let client = connection.client else { throw PartyCastError(.io, "avahi: no client") }
         let context = Unmanaged.passUnretained(session).toOpaque()
-        let browser = avahi_service_browser_new(client, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_INET), PartyCastService.type, nil,
-                                                AvahiLookupFlags(rawValue: 0), { browser, interface, proto, event, name, type, domain, _, context in
-            let session = Unmanaged<BrowseSession>.fromOpaque(context!).takeUnretainedValue()
-            switch event {
-            case AVAHI_BROWSER_NEW:
-                let client = avahi_service_browser_get_client(browser)
-                session.pending += 1
-                let resolver = avahi_service_resolver_new(client, interface, proto, name, type, domain, Int32(AVAHI_PROTO_INET),
-                                                          AvahiLookupFlags(rawValue: 0), { resolver, _, _, event, name, _, _, host, address, port, txt, _, context in
-                    let session = Unmanaged<BrowseSession>.fromOpaque(context!).takeUnretainedValue()
-                    if event == AVAHI_RESOLVER_FOUND, let name, let host, let address {
-                        var text = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
-                        avahi_address_snprint(&text, text.count, address)
-                        session.found.append(DiscoveredService(name: String(cString: name), hostName: String(cString: host),
-                                                               address: String(cString: text), port: Int(port), txt: BrowseSession.pairs(txt)))
-                    }
-                    session.pending -= 1
-                    avahi_service_resolver_free(resolver)
-                }, context)
-                if resolver == nil { session.pending -= 1 }
-            case AVAHI_BROWSER_ALL_FOR_NOW:
-                session.allForNow = true
-            case AVAHI_BROWSER_FAILURE:
-                session.failure = AvahiConnection.message(avahi_client_errno(avahi_service_browser_get_client(browser)))
-            default:
-                break
+        return try withExtendedLifetime(session) { () throws(PartyCastError) -> [DiscoveredService] in
+            var code: Int32 = 0
+            let client = try Avahi.newClient(loop.api, waitForDaemon: false, { client, state, context in
+                if state == AVAHI_CLIENT_FAILURE, let client {
+                    BrowseSession.from(context).fail(Avahi.error("lost avahi-daemon while browsing", Avahi.clientErrno(client)))
+                }
+            }, context, code: &code)
+            // Runs before `loop` goes (its deinit joins the thread and frees the poll): stop the
+            // thread, then free what is left, resolvers before the client that owns them.
+            defer {
+                loop.stop()
+                for resolver in session.resolvers { Avahi.freeServiceResolver(resolver) }
+                if let browser = session.browser { Avahi.freeServiceBrowser(browser) }
+                Avahi.freeClient(client)
             }
-        }, context)
-        guard let browser else { throw PartyCastError(.io, "avahi: cannot browse: \(connection.lastError)") }
-        try connection.start()
-        let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
-        while monotonicNanoseconds() < deadline {
-            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 20_000_000)
-            let done = connection.locked { session.failure != nil || (session.allForNow && session.pending == 0) }
-            if done { break }
+            session.browser = try Avahi.newServiceBrowser(client, type: PartyCastService.type, { browser, interface, proto, event, name, type, domain, _, context in
+                let session = BrowseSession.from(context)
+                switch event {
+                case AVAHI_BROWSER_NEW:
+                    guard let browser, let name, let type else { return }
+                    do throws(PartyCastError) {
+                        let resolver = try Avahi.newServiceResolver(Avahi.browserClient(browser), interface: interface, protocol: proto,
+                                                                    name: name, type: type, domain: domain, BrowseSession.resolved, context!)
+                        session.resolvers.insert(resolver)
+                    } catch {
+                        session.fail(error)
+                    }
+                case AVAHI_BROWSER_ALL_FOR_NOW:
+                    session.allForNow = true
+                case AVAHI_BROWSER_FAILURE:
+                    if let browser { session.fail(Avahi.error("browsing failed", Avahi.clientErrno(Avahi.browserClient(browser)))) }
+                default:
+                    break
+                }
+            }, context)
+            try loop.start()
+
+            let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
+            while monotonicNanoseconds() < deadline {
+                let done = loop.locked { session.failure != nil || (session.allForNow && session.resolvers.isEmpty) }
+                if done { break }
+                sleepUntil(monotonicNanoseconds: min(deadline, monotonicNanoseconds() + 20_000_000))
+            }
+            let (found, failure) = loop.locked { (session.found, session.failure) }
+            if let failure { throw failure }
+            // One entry per name (a service seen on several interfaces resolves once per interface).
+            var unique: [String: DiscoveredService] = [:]
+            for service in found where unique[service.name] == nil { unique[service.name] = service }
+            return unique.values.sorted { $0.name < $1.name }
         }
-        let (found, failure) = connection.locked { () -> ([DiscoveredService], String?) in
-            avahi_service_browser_free(browser)
-            return (session.found, session.failure)
-        }
-        if let failure { throw PartyCastError(.io, "avahi: browsing failed: \(failure)") }
-        // One entry per name (a service seen on several interfaces resolves several times).
-        var unique: [String: DiscoveredService] = [:]
-        for service in found where unique[service.name] == nil { unique[service.name] = service }
-        return unique.values.sorted { $0.name < $1.name }
     }
 }
 
-/// What the browse callbacks collect; touched only with the avahi loop's lock held.
+/// What one browse collects; touched on avahi's thread, or with the loop's lock held.
 final class BrowseSession {
+    var browser: OpaquePointer?
+    var resolvers: Set<OpaquePointer> = []
     var found: [DiscoveredService] = []
-    var pending = 0
     var allForNow = false
-    var failure: String?
+    var failure: PartyCastError?
 
-    static func pairs(_ list: UnsafeMutablePointer<AvahiStringList>?) -> [String: String] {
-        var result: [String: String] = [:]
-        var item = list
-        while let current = item {
-            var key: UnsafeMutablePointer<CChar>? = nil
-            var value: UnsafeMutablePointer<CChar>? = nil
-            if avahi_string_list_get_pair(current, &key, &value, nil) == 0, let key {
-                result[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-                avahi_free(key)
-                if let value { avahi_free(value) }
-            }
-            item = avahi_string_list_get_next(current)
+    static func from(_ context: UnsafeMutableRawPointer?) -> BrowseSession {
+        Unmanaged<BrowseSession>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    func fail(_ error: PartyCastError) {
+        if failure == nil { failure = error }
+    }
+
+    /// A resolver's answer (or failure to answer): it is done either way.
+    static let resolved: AvahiServiceResolverCallback = { resolver, _, _, event, name, _, _, host, address, port, txt, _, context in
+        let session = BrowseSession.from(context)
+        if event == AVAHI_RESOLVER_FOUND, let name, let host, let address {
+            session.found.append(DiscoveredService(name: String(cString: name), hostName: String(cString: host),
+                                                   address: Avahi.addressText(address), port: Int(port), txt: Avahi.pairs(txt)))
         }
-        return result
+        // A resolver that cannot find its service (it left meanwhile) just drops out.
+        if let resolver, session.resolvers.remove(resolver) != nil { Avahi.freeServiceResolver(resolver) }
     }
 }

@@ -3,11 +3,14 @@ import PartyCastCore
 import Synchronization
 
 public enum PublisherEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The service is on the LAN under this name.
     case established(String)
     /// Another service had the name; this one now goes by the new name.
     case renamed(String)
-    /// avahi-daemon is not running (or went away); publishing resumes when it is back.
+    /// avahi-daemon is not running (or went away): reported once per outage; publishing resumes
+    /// by itself when the daemon is back.
     case daemonUnavailable(String)
+    /// avahi refused the service (a bad name, say); nothing more will happen until a restart.
     case failed(String)
 
     public var description: String {
@@ -20,121 +23,195 @@ public enum PublisherEvent: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Publishes `_partycast._tcp` with TXT records for as long as it lives. It survives avahi-daemon
-/// being absent or restarting: one warning, then it publishes again when the daemon is back.
+/// Publishes `_partycast._tcp` (IPv4) with TXT records for as long as it lives. avahi-daemon being
+/// absent, stopping or restarting is not an error: one `.daemonUnavailable` warning, then the
+/// service is published again when the daemon is back.
+///
+/// `onEvent` runs on avahi's thread. It may read `publishedName` and call `update(txt:)`, but must
+/// not call `stop()` (which joins that thread).
 public final class ServicePublisher: @unchecked Sendable {
-    // @unchecked: mutable state is touched only on avahi's poll thread, or with its lock held.
-    private var connection: AvahiConnection?
-    private var group: OpaquePointer?
-    private var name: String
+    // @unchecked: the avahi objects and the state below are touched only on avahi's thread, or
+    // with its lock held (`loop.locked`); the published name is also kept behind a Mutex.
+    private let loop: AvahiLoop
     private let port: UInt16
-    private var txt: [String: String]
     private let onEvent: @Sendable (PublisherEvent) -> Void
-    private var warnedUnavailable = false
+    private let currentName: Mutex<String>
+    private var txt: [String: String]
+    private var client: OpaquePointer?
+    private var group: OpaquePointer?
+    private var reconnectTimer: OpaquePointer?
+    private var warned = false
+    private var stopped = false
 
+    /// Throws only for arguments avahi would refuse, or when no avahi loop can be made at all;
+    /// a missing daemon is reported through `onEvent` instead.
     public init(name: String, port: Int, txt: [String: String], onEvent: @escaping @Sendable (PublisherEvent) -> Void) throws(PartyCastError) {
-        self.name = name
+        guard (1...65535).contains(port) else { throw PartyCastError(.invalidArgument, "mDNS: \(port) is not a TCP port") }
+        guard (1...63).contains(name.utf8.count) else {
+            throw PartyCastError(.invalidArgument, "mDNS: a service name is 1 to 63 bytes long; \"\(name)\" is \(name.utf8.count)")
+        }
+        try Avahi.validate(txt: txt)
         self.port = UInt16(port)
         self.txt = txt
         self.onEvent = onEvent
-        let connection = try AvahiConnection(waitForDaemon: true) { [unowned self] state in clientChanged(state) }
-        self.connection = connection
-        // avahi reports "running" from inside avahi_client_new, before `connection` was set.
-        if let client = connection.client, avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING { publish() }
-        try connection.start()
+        self.currentName = Mutex(name)
+        loop = try AvahiLoop()
+        reconnectTimer = try Avahi.newTimeout(loop.api, milliseconds: nil, { _, context in
+            ServicePublisher.from(context).connect()
+        }, Unmanaged.passUnretained(self).toOpaque())
+        try loop.start()
+        // Connecting happens on avahi's thread too, so every event comes from there.
+        loop.locked { scheduleReconnect(afterMilliseconds: 0) }
     }
 
-    public var publishedName: String { connection?.locked { name } ?? name }
+    private static func from(_ context: UnsafeMutableRawPointer?) -> ServicePublisher {
+        Unmanaged<ServicePublisher>.fromOpaque(context!).takeUnretainedValue()
+    }
 
-    private func clientChanged(_ state: AvahiClientState) {
+    /// The name the service goes by now (after any renaming).
+    public var publishedName: String { currentName.withLock { $0 } }
+
+    // MARK: The connection to avahi-daemon
+
+    /// (Re)creates the client, replacing a failed one; a client that cannot even be created (no
+    /// system D-Bus) is retried every second.
+    private func connect() {
+        guard !stopped else { return }
+        if let old = client {
+            group = nil  // freed along with its client
+            client = nil
+            Avahi.freeClient(old)
+        }
+        var code: Int32 = 0
+        do {
+            let created = try Avahi.newClient(loop.api, waitForDaemon: true, { client, state, context in
+                ServicePublisher.from(context).clientChanged(client!, state)
+            }, Unmanaged.passUnretained(self).toOpaque(), code: &code)
+            if client == nil { client = created }
+        } catch {
+            client = nil  // avahi_client_new freed whatever it had begun, groups included
+            group = nil
+            unavailable("avahi-daemon is not running (cannot reach it over the system D-Bus: \(Avahi.text(code)))")
+            scheduleReconnect(afterMilliseconds: 1000)
+        }
+    }
+
+    private func scheduleReconnect(afterMilliseconds delay: Int) {
+        if let reconnectTimer { Avahi.arm(loop.api, reconnectTimer, milliseconds: delay) }
+    }
+
+    private func clientChanged(_ changed: OpaquePointer, _ state: AvahiClientState) {
+        // The first call comes from inside avahi_client_new, before it has returned the client.
+        if client == nil { client = changed }
+        guard changed == client, !stopped else { return }
         switch state {
         case AVAHI_CLIENT_S_RUNNING:
-            warnedUnavailable = false
+            warned = false
             publish()
         case AVAHI_CLIENT_S_COLLISION, AVAHI_CLIENT_S_REGISTERING:
-            if let group { avahi_entry_group_reset(group) }
+            // The daemon is (re)claiming its host name; our records wait until it is running again.
+            if let group, !Avahi.isEmpty(group) { report { () throws(PartyCastError) in try Avahi.reset(group) } }
         case AVAHI_CLIENT_CONNECTING:
-            // The daemon is away; its groups are gone with it.
-            if let group { avahi_entry_group_free(group) }
-            group = nil
-            if !warnedUnavailable {
-                warnedUnavailable = true
-                onEvent(.daemonUnavailable("avahi-daemon is not running"))
-            }
+            unavailable("avahi-daemon is not running")
         case AVAHI_CLIENT_FAILURE:
-            onEvent(.failed(connection?.lastError ?? "unknown"))
+            // The daemon (or D-Bus) went away. The client is dead: replace it, out of this callback.
+            group = nil
+            unavailable("avahi-daemon is not running (it went away: \(Avahi.text(Avahi.clientErrno(changed))))")
+            scheduleReconnect(afterMilliseconds: 0)
         default:
             break
         }
     }
 
+    /// One warning per outage.
+    private func unavailable(_ why: String) {
+        guard !warned else { return }
+        warned = true
+        onEvent(.daemonUnavailable(why))
+    }
+
+    private func report(_ body: () throws(PartyCastError) -> Void) {
+        do { try body() } catch { onEvent(.failed(error.message)) }
+    }
+
+    // MARK: The entry group holding the service
+
     private func publish() {
-        guard let client = connection?.client else { return }
-        if group == nil {
-            group = avahi_entry_group_new(client, { group, state, context in
-                let publisher = Unmanaged<ServicePublisher>.fromOpaque(context!).takeUnretainedValue()
-                publisher.groupChanged(state)
-            }, Unmanaged.passUnretained(self).toOpaque())
-        }
-        guard let group else { return onEvent(.failed(connection?.lastError ?? "cannot create an entry group")) }
-        guard avahi_entry_group_is_empty(group) != 0 else { return }
-        let list = txtList()
-        defer { avahi_string_list_free(list) }
-        let added = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_INET), AvahiPublishFlags(rawValue: 0),
-                                                         name, PartyCastService.type, nil, nil, port, list)
-        if added == Int32(AVAHI_ERR_COLLISION) { return rename() }
-        guard added >= 0, avahi_entry_group_commit(group) >= 0 else {
-            return onEvent(.failed(AvahiConnection.message(added < 0 ? added : avahi_client_errno(client))))
+        guard let client, !stopped else { return }
+        report { () throws(PartyCastError) in
+            if group == nil {
+                group = try Avahi.newEntryGroup(client, { group, state, context in
+                    ServicePublisher.from(context).groupChanged(group, state)
+                }, Unmanaged.passUnretained(self).toOpaque())
+            }
+            guard let group, Avahi.isEmpty(group) else { return }
+            var name = publishedName
+            // A service of that name on this very daemon: rename until free (bounded, in case).
+            for _ in 0..<100 {
+                if try Avahi.addService(group, name: name, type: PartyCastService.type, port: port, txt: txt) { break }
+                name = rename()
+            }
+            try Avahi.commit(group)
         }
     }
 
-    private func txtList() -> UnsafeMutablePointer<AvahiStringList>? {
-        var list: UnsafeMutablePointer<AvahiStringList>? = nil
-        for (key, value) in txt.sorted(by: { $0.key < $1.key }) { list = avahi_string_list_add_pair(list, key, value) }
-        return list
+    private func groupChanged(_ changed: OpaquePointer?, _ state: AvahiEntryGroupState) {
+        guard !stopped, group == nil || changed == group else { return }
+        switch state {
+        case AVAHI_ENTRY_GROUP_ESTABLISHED:
+            onEvent(.established(publishedName))
+        case AVAHI_ENTRY_GROUP_COLLISION:
+            // Another host on the LAN has the name.
+            _ = rename()
+            if let group { report { () throws(PartyCastError) in try Avahi.reset(group) } }
+            publish()
+        case AVAHI_ENTRY_GROUP_FAILURE:
+            let code = client.map(Avahi.clientErrno) ?? Int32(AVAHI_ERR_FAILURE)
+            onEvent(.failed(Avahi.error("cannot publish \"\(publishedName)\"", code).message))
+        default:
+            break
+        }
+    }
+
+    /// "Name" → "Name #2" → "Name #3"…
+    private func rename() -> String {
+        let next = Avahi.alternativeName(publishedName)
+        currentName.withLock { $0 = next }
+        onEvent(.renamed(next))
+        return next
     }
 
     /// Replaces the TXT records (a listener count, say) without withdrawing the service.
     public func update(txt: [String: String]) {
-        connection?.locked {
-            guard txt != self.txt else { return }
+        do {
+            try Avahi.validate(txt: txt)
+        } catch {
+            return onEvent(.failed(error.message))
+        }
+        loop.locked {
+            guard txt != self.txt, !stopped else { return }
             self.txt = txt
-            guard let group, avahi_entry_group_is_empty(group) == 0 else { return }
-            let list = txtList()
-            defer { avahi_string_list_free(list) }
-            _ = avahi_entry_group_update_service_txt_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_INET),
-                                                            AvahiPublishFlags(rawValue: 0), name, PartyCastService.type, nil, list)
+            // Not published right now: the new records go out with the next publish.
+            guard let group, !Avahi.isEmpty(group) else { return }
+            report { () throws(PartyCastError) in
+                try Avahi.updateTXT(group, name: publishedName, type: PartyCastService.type, txt: txt)
+            }
         }
     }
 
-    private func groupChanged(_ state: AvahiEntryGroupState) {
-        switch state {
-        case AVAHI_ENTRY_GROUP_ESTABLISHED: onEvent(.established(name))
-        case AVAHI_ENTRY_GROUP_COLLISION: rename()
-        case AVAHI_ENTRY_GROUP_FAILURE: onEvent(.failed(connection?.lastError ?? "unknown"))
-        default: break
-        }
-    }
-
-    /// "Name" → "Name #2" → "Name #3"…, as avahi suggests.
-    private func rename() {
-        guard let alternative = avahi_alternative_service_name(name) else { return }
-        name = String(cString: alternative)
-        avahi_free(alternative)
-        onEvent(.renamed(name))
-        if let group { avahi_entry_group_reset(group) }
-        publish()
-    }
-
-    /// Withdraws the service.
+    /// Withdraws the service and stops avahi's thread. Not from inside `onEvent`.
     public func stop() {
-        guard let connection else { return }
-        connection.locked {
-            if let group { avahi_entry_group_free(group) }
-            group = nil
+        let already = loop.locked { () -> Bool in
+            defer { stopped = true }
+            return stopped
         }
-        connection.close()
-        self.connection = nil
+        guard !already else { return }
+        loop.stop()
+        // avahi's thread is gone: nothing else touches these now.
+        if let group { Avahi.freeEntryGroup(group) }
+        group = nil
+        if let client { Avahi.freeClient(client) }
+        client = nil
     }
 
     deinit { stop() }

@@ -1,10 +1,14 @@
 import SwiftProtobuf
 
-/// Why a byte stream is not a valid sequence of PartyCast messages.
+/// Why a byte stream is not a valid sequence of PartyCast messages. Each one ends the stream: after
+/// a bad frame nothing that follows can be trusted to start on a message boundary.
 public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// A length prefix beyond `WireFraming.maxMessageBytes`, refused before any allocation.
+    /// A length beyond `WireFraming.maxMessageBytes`, refused from the prefix alone, before any
+    /// allocation, so a hostile or confused peer cannot make us reserve up to 4 GiB.
     case messageTooLarge(claimed: UInt32)
+    /// A length of 0: only an envelope with no body serializes to nothing, and that says nothing.
     case zeroLength
+    /// A body that is not a serialized `PCEnvelope` (or one that cannot be serialized).
     case malformed(String)
 
     public var description: String {
@@ -16,37 +20,56 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Framing: a 4-byte big-endian length, then that many bytes of a serialized `PCEnvelope`.
+/// Framing: a 4-byte big-endian unsigned length, then that many bytes of a serialized `PCEnvelope`.
+/// Protobuf messages do not delimit themselves, so TCP needs the prefix to find the boundaries.
 public enum WireFraming {
-    /// Far above any real message (a 20 ms chunk of 8-channel float PCM at 384 kHz is 246 KB).
+    /// Far above any real message (a 20 ms chunk of 8-channel float PCM at 384 kHz is 246 KB), low
+    /// enough that one frame per connection costs little memory on a small broadcaster.
     public static let maxMessageBytes = 1 << 20
 
-    public static func encode(_ envelope: PCEnvelope) throws -> [UInt8] {
-        let body: [UInt8] = try envelope.serializedBytes()
-        precondition(body.count <= maxMessageBytes, "message of \(body.count) bytes exceeds the wire limit")
-        let n = UInt32(body.count)
-        return [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + body
+    /// The frame for `envelope`: prefix and body. Throws rather than send what a peer would refuse.
+    public static func encode(_ envelope: PCEnvelope) throws(WireError) -> [UInt8] {
+        let body: [UInt8]
+        do {
+            body = try envelope.serializedBytes()
+        } catch {
+            throw .malformed("\(error)")
+        }
+        if body.isEmpty { throw .zeroLength }
+        if body.count > maxMessageBytes { throw .messageTooLarge(claimed: UInt32(clamping: body.count)) }
+        var frame: [UInt8] = []
+        frame.reserveCapacity(4 + body.count)
+        withUnsafeBytes(of: UInt32(body.count).bigEndian) { frame.append(contentsOf: $0) }
+        frame.append(contentsOf: body)
+        return frame
     }
 }
 
-/// Splits a byte stream into envelopes however the bytes arrive: the same messages for any split.
-/// It holds at most one message's bytes plus whatever was pushed beyond it.
+/// Splits a byte stream into envelopes however the bytes arrive: the same messages, and the same
+/// error, for any split. It never allocates on a peer's say-so: it holds only bytes it was given
+/// and has not yet returned, so one message never costs more than `maxMessageBytes + 4`.
+///
+/// An envelope whose body is a kind this build does not know comes out with `body == nil`; skip it.
 public struct WireFrameDecoder: Sendable {
     enum State: Sendable {
+        /// Waiting for the 4 prefix bytes at `head`.
         case readingLength
+        /// The prefix was valid; waiting for `length` body bytes at `head`.
         case readingBody(length: Int)
-        /// A bad message ends the stream: nothing after it can be trusted to be in step.
+        /// Terminal: every later `next()` rethrows the error and pushed bytes are dropped.
         case failed(WireError)
     }
 
     private var state = State.readingLength
+    /// Pushed bytes; those before `head` have been consumed and are dropped lazily, in `push`.
     private var buffer: [UInt8] = []
     private var head = 0
 
     public init() {}
 
-    public mutating func push<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+    public mutating func push(_ bytes: some Collection<UInt8>) {
         if case .failed = state { return }
+        // Compacting only once the consumed part is at least half keeps the copying amortized O(1).
         if head > 0 && head * 2 >= buffer.count {
             buffer.removeFirst(head)
             head = 0
@@ -62,29 +85,30 @@ public struct WireFrameDecoder: Sendable {
                 throw error
             case .readingLength:
                 guard buffer.count - head >= 4 else { return nil }
-                let n = UInt32(buffer[head]) << 24 | UInt32(buffer[head + 1]) << 16 | UInt32(buffer[head + 2]) << 8 | UInt32(buffer[head + 3])
+                let length = buffer[head..<head + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
                 head += 4
-                if n == 0 { return try fail(.zeroLength) }
-                if n > WireFraming.maxMessageBytes { return try fail(.messageTooLarge(claimed: n)) }
-                state = .readingBody(length: Int(n))
+                if length == 0 { throw fail(.zeroLength) }
+                if length > WireFraming.maxMessageBytes { throw fail(.messageTooLarge(claimed: length)) }
+                state = .readingBody(length: Int(length))
             case .readingBody(let length):
                 guard buffer.count - head >= length else { return nil }
-                let body = buffer[head..<head + length]
+                let body = Array(buffer[head..<head + length])
                 head += length
                 state = .readingLength
                 do {
-                    return try PCEnvelope(serializedBytes: Array(body))
+                    return try PCEnvelope(serializedBytes: body)
                 } catch {
-                    return try fail(.malformed("\(error)"))
+                    throw fail(.malformed("\(error)"))
                 }
             }
         }
     }
 
-    private mutating func fail(_ error: WireError) throws(WireError) -> PCEnvelope? {
+    /// Enters the terminal state and frees the buffer; returns the error for the caller to throw.
+    private mutating func fail(_ error: WireError) -> WireError {
         state = .failed(error)
         buffer = []
         head = 0
-        throw error
+        return error
     }
 }

@@ -50,6 +50,17 @@ public final class BackgroundProcess {
     public var isRunning: Bool { process.isRunning }
     public var stderr: String { String(decoding: FileManager.default.contents(atPath: base + ".err") ?? Data(), as: UTF8.self) }
 
+    /// Waits until its stderr contains `text`; false if it exits or `timeout` passes first.
+    public func waitForStderr(_ text: String, timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if stderr.contains(text) { return true }
+            if !process.isRunning { return stderr.contains(text) }
+            usleep(20_000)
+        }
+        return false
+    }
+
     /// Sends a signal to this process only (by its PID).
     public func signal(_ number: Int32) { if process.isRunning { kill(pid, number) } }
 

@@ -121,6 +121,8 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
 }
 
+/// The only message framed on the wire. A body this build does not know (a newer peer's) decodes
+/// as no body at all, so receivers skip it instead of failing.
 public nonisolated struct PCEnvelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -248,8 +250,10 @@ public nonisolated struct PCHello: Sendable {
 
   public var hostName: String = String()
 
+  /// Stable across reconnects, so the broadcaster can tell a rejoin from a new listener.
   public var listenerID: String = String()
 
+  /// Whether the listener will run the clock exchange to play in step with the others.
   public var wantsSync: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -291,9 +295,10 @@ public nonisolated struct PCStreamFormat: Sendable {
 
   public var framesPerChunk: UInt32 = 0
 
-  /// Frames of codec delay at the start of the decoded broadcast (Opus pre-skip).
+  /// Frames of codec delay at the start of the decoded broadcast (Opus pre-skip); 0 for PCM.
   public var preSkip: UInt32 = 0
 
+  /// Which song of the broadcast, counting from 0.
   public var streamIndex: UInt32 = 0
 
   /// 0 when unknown.
@@ -309,12 +314,14 @@ public nonisolated struct PCAudioChunk: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// Counts chunks across the whole broadcast, songs included: a gap means chunks were lost.
   public var sequence: UInt64 = 0
 
   /// Frames since the broadcast began, of the chunk's first frame.
   public var mediaPosition: UInt64 = 0
 
-  /// When its first frame should leave the speakers, on the broadcaster's CLOCK_MONOTONIC.
+  /// When its first frame should leave the speakers, in nanoseconds on the broadcaster's
+  /// CLOCK_MONOTONIC (listeners map it to their clock through ClockRequest/ClockResponse).
   public var presentationNanoseconds: Int64 = 0
 
   /// Frames of real audio in the chunk (the last one may be padded).
@@ -389,8 +396,9 @@ public nonisolated struct PCError: Sendable {
   public init() {}
 }
 
-/// NTP-style clock exchange: the listener sends t1 (its clock), the broadcaster answers with t2
-/// (receive) and t3 (send) on its clock; the listener notes t4 on arrival.
+/// NTP-style clock exchange, all times in nanoseconds of CLOCK_MONOTONIC: the listener sends t1 (its
+/// clock), the broadcaster answers with t2 (receive) and t3 (send) on its clock, and the listener
+/// notes t4 on arrival. Offset = ((t2 - t1) + (t3 - t4)) / 2; round trip = (t4 - t1) - (t3 - t2).
 public nonisolated struct PCClockRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -410,6 +418,7 @@ public nonisolated struct PCClockResponse: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// Echoed from the request, so the listener needs no table of requests in flight.
   public var t1: Int64 = 0
 
   public var t2: Int64 = 0
@@ -427,12 +436,16 @@ public nonisolated struct PCStatus: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// Audio decoded and waiting to be played.
   public var bufferMilliseconds: UInt32 = 0
 
+  /// Measured lateness of playback against the presentation timestamps (negative: early).
   public var syncErrorMicroseconds: Int32 = 0
 
+  /// Since the connection began.
   public var underruns: UInt32 = 0
 
+  /// Media position, in frames, of the last frame played.
   public var playedPosition: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

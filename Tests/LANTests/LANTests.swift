@@ -1,0 +1,83 @@
+import Foundation
+import PartyCastTestSupport
+import XCTest
+
+/// End to end on a LAN of network namespaces (scripts/lan/lan.sh): each host has its own dbus
+/// and avahi-daemon, so discovery is real mDNS between hosts and never touches the root namespace.
+final class LANTests: XCTestCase {
+    let lan = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/lan/lan.sh").standardized.path
+    let broadcaster = productPath("broadcaster")
+    let listener = productPath("listener")
+    let state = NSTemporaryDirectory() + "pc-lan-test"
+
+    override func setUpWithError() throws {
+        let up = try runProcess(lan, ["up", "4"], timeout: 60, environment: ["PC_LAN_STATE": state])
+        XCTAssertEqual(up.status, 0, "LAN harness: \(up.stderr)")
+        guard up.status == 0 else { throw XCTSkip("network namespaces unavailable: \(up.stderr)") }
+    }
+
+    override func tearDownWithError() throws {
+        try runProcess(lan, ["down"], timeout: 60, environment: ["PC_LAN_STATE": state])
+    }
+
+    func on(_ host: String, _ command: [String]) throws -> BackgroundProcess {
+        try startProcess(lan, ["exec", host] + command, environment: ["PC_LAN_STATE": state])
+    }
+
+    /// One broadcaster and three listeners that find it by name over mDNS, all joined before the
+    /// start: each plays the whole song, ≥ 10 dB against mpg123's decode. Debian's avahi-browse on
+    /// another host resolves it with its TXT records, and a second broadcaster with the same name
+    /// is renamed "… #2".
+    func testThreeListenersJoinByNameOverMDNS() throws {
+        let directory = try temporaryDirectory()
+        let mp3 = try fixture("cbr.mp3")
+        let server = try on("pc-host1", [broadcaster, "share", mp3, "--name", "LAN Party", "--start-in", "8"])
+        var browsed = ""
+        for _ in 0..<20 where !browsed.contains("=;") {
+            browsed = try on("pc-host2", ["avahi-browse", "-rtp", "_partycast._tcp"]).wait(timeout: 15).stdout
+        }
+        let resolved = browsed.split(separator: "\n").first { $0.hasPrefix("=;") && $0.contains("LAN\\032Party;") }
+        XCTAssertNotNil(resolved, browsed)
+        XCTAssertTrue(resolved?.contains("10.77.0.11;7360") == true, browsed)
+        for record in ["\"proto=1\"", "\"codec=opus\"", "\"id="] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
+
+        let listeners = try (2...4).map { i in
+            try on("pc-host\(i)", [listener, "join", "LAN Party", "--listener-name", "room\(i)", "--output", "wav:\(directory)/room\(i).wav", "--once", "--quiet"])
+        }
+        let twin = try on("pc-host2", [broadcaster, "share", "tone:440:3", "--name", "LAN Party", "--start-in", "1"])
+        for (i, l) in listeners.enumerated() {
+            let result = l.wait(timeout: 90)
+            XCTAssertEqual(result.status, 0, "room\(i + 2): \(result.stderr)")
+        }
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(served.status, 0, served.stderr)
+        for i in 2...4 { XCTAssertTrue(served.stderr.contains("room\(i)@10.77.0.1\(i) joined"), served.stderr) }
+        let renamed = twin.wait(timeout: 30)
+        XCTAssertTrue(renamed.stderr.contains("renamed to \"LAN Party #2\""), renamed.stderr)
+
+        let referencePath = "\(directory)/cbr.mp3.mpg123.wav"
+        _ = try mpg123Reference(mp3, in: directory)
+        XCTAssertEqual(try runProcess("sox", [referencePath, "\(directory)/ref48.wav", "rate", "-v", "48000"]).status, 0)
+        let reference = try readAudio("\(directory)/ref48.wav")
+        for i in 2...4 {
+            let audio = try readAudio("\(directory)/room\(i).wav")
+            XCTAssertEqual(audio.frames, reference.frames, "room\(i) got the whole song")
+            XCTAssertGreaterThanOrEqual(snr(audio.samples[...], reference.samples[...]), 10, "room\(i)")
+        }
+    }
+
+    /// avahi-daemon gone: the broadcaster warns once and goes on serving by address.
+    func testBroadcasterServesWithoutAvahi() throws {
+        let directory = try temporaryDirectory()
+        _ = try runProcess(lan, ["kill-avahi", "pc-host1"], timeout: 20, environment: ["PC_LAN_STATE": state])
+        let server = try on("pc-host1", [broadcaster, "share", "tone:440:3", "--codec", "pcm", "--start-in", "2"])
+        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
+        let joined = try on("pc-host2", [listener, "join", "--host", "10.77.0.11", "--output", "wav:\(directory)/byaddress.wav", "--once", "--quiet"])
+        let result = joined.wait(timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(served.status, 0, served.stderr)
+        XCTAssertEqual(served.stderr.components(separatedBy: "avahi-daemon is not running").count - 1, 1, served.stderr)
+        XCTAssertEqual(try readAudio("\(directory)/byaddress.wav").frames, 3 * 44100 / 44100 * 48000)
+    }
+}
