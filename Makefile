@@ -2,11 +2,12 @@
 SHELL := /bin/bash
 FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
-	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc
+	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
+	gnuplot-nox
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test demo fuzz bench proto clean
+.PHONY: deps fixtures build release test demo fuzz bench bench-broadcast bench-sync proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -28,13 +29,15 @@ build: deps
 release: deps
 	swift build -c release
 
+# The party-mode sync test times release builds: what users run, and free of debug-build jitter.
 test: deps fixtures
 	swift build
-	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) swift test
+	for product in listener broadcaster partycast-skew; do swift build -c release --product $$product; done
+	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test
 
-# Plays the tagged sample on ALSA's default device, or on the simulated card where there is none.
+# A broadcaster and two listeners on this machine, sharing the tagged sample (see scripts/demo.sh).
 demo: release fixtures
-	.build/release/listener play $(FIXTURES)/id3v2.mp3 --output auto
+	scripts/demo.sh .build/release $(FIXTURES)/id3v2.mp3
 
 # libFuzzer on the MP3 parser, then on the wire frame decoder, FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
 fuzz: deps fixtures
@@ -46,6 +49,14 @@ fuzz: deps fixtures
 	mkdir -p Fuzz/corpus-wire
 	Fuzz/.build/release/WireFrameFuzzer Fuzz/corpus-wire -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/wire- -print_final_stats=1
+
+# Broadcaster CPU for a 30 s song with 1, 10, 50 and 200 listeners on loopback; each gets the whole song.
+bench-broadcast: release
+	scripts/bench-broadcast.sh
+
+# Party-mode sync on the LAN harness: skew between listeners from their recordings (needs root).
+bench-sync: release
+	scripts/bench-sync.sh
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release

@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "PartyCastMP3Parser", targets: ["PartyCastMP3Parser"]),
         .library(name: "PartyCastWire", targets: ["PartyCastWire"]),
         .library(name: "PartyCastDiscovery", targets: ["PartyCastDiscovery"]),
+        .library(name: "PartyCastClock", targets: ["PartyCastClock"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -56,15 +57,20 @@ let package = Package(
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
+        // Benchmark tool: skew between virtual-card recordings, measured from the audio.
+        .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          path: "Benchmarks/partycast-skew"),
         .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // Maps the listener's clock to the broadcaster's from NTP-style exchanges: offset and drift.
+        .target(name: "PartyCastClock"),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
-            "PartyCastCore", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastClock", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
         ]),
 
@@ -84,6 +90,9 @@ let package = Package(
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire"]),
+        .testTarget(name: "PartyCastClockTests", dependencies: ["PartyCastClock"]),
+        .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
+        .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
     ]

@@ -115,7 +115,7 @@ final class PeerHandler: ChannelInboundHandler {
             reply.body = .clockResponse(response)
             send(reply, context)
         case (.joined(let id, _), .status(let status)?):
-            fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds), syncErrorMicroseconds: Int(status.syncErrorMicroseconds))
+            fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds), syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil)
         case (.joined(_, let name), .goodbye?):
             log("\(name)@\(address) left")
             close(context)

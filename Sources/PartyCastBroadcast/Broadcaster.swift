@@ -12,8 +12,8 @@ public struct BroadcastOptions: Sendable {
     public var bitrateKbps = 128
     /// Playback starts this long after launch: listeners that join meanwhile start at sample 0.
     public var startInSeconds = 1.0
-    /// How far ahead of its presentation time each chunk is sent.
-    public var leadMilliseconds = 500
+    /// How far ahead of its presentation time each chunk is sent (`--buffer`).
+    public var leadMilliseconds = 1000
     public var loop = false
 
     public init(name: String) { self.name = name }

@@ -108,7 +108,7 @@ public final class Fanout: Sendable {
         state.withLock { _ = $0.peers.removeValue(forKey: id) }
     }
 
-    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int) {
+    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
         state.withLock { s in
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 import Synchronization
@@ -40,13 +41,13 @@ final class Inbox: Sendable {
 final class BroadcastClient: Sendable {
     private let channel: Channel
 
-    static func connect(host: String, port: Int, group: EventLoopGroup, inbox: Inbox) throws(PartyCastError) -> BroadcastClient {
+    static func connect(host: String, port: Int, group: EventLoopGroup, inbox: Inbox, clockSync: ClockSync) throws(PartyCastError) -> BroadcastClient {
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ClientHandler(inbox: inbox))
+                    try channel.pipeline.syncOperations.addHandler(ClientHandler(inbox: inbox, clockSync: clockSync))
                 }
             }
         do {
@@ -64,20 +65,48 @@ final class BroadcastClient: Sendable {
     }
 
     func close() { channel.close(promise: nil) }
+
+    /// Runs clock exchanges on the connection's event loop until it closes: dense at first, then
+    /// sparse. t1 is stamped right before the write, on the loop that does it.
+    func startClockExchanges(_ clockSync: ClockSync) {
+        let channel = self.channel
+        @Sendable func exchange() {
+            guard channel.isActive else { return }
+            var request = PCClockRequest()
+            request.t1 = clockSync.clock.now()
+            var envelope = PCEnvelope()
+            envelope.body = .clockRequest(request)
+            if let bytes = try? WireFraming.encode(envelope) { channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil) }
+            channel.eventLoop.scheduleTask(in: .nanoseconds(clockSync.nextExchangeDelay())) { exchange() }
+        }
+        channel.eventLoop.execute { exchange() }
+    }
 }
 
 final class ClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private let inbox: Inbox
+    private let clockSync: ClockSync
     private var decoder = WireFrameDecoder()
     private var closedReason: String?
 
-    init(inbox: Inbox) { self.inbox = inbox }
+    init(inbox: Inbox, clockSync: ClockSync) {
+        self.inbox = inbox
+        self.clockSync = clockSync
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // t4 of a clock exchange: as close to the socket read as this handler gets.
+        let arrivedAt = clockSync.clock.now()
         decoder.push(unwrapInboundIn(data).readableBytesView)
         do {
-            while let envelope = try decoder.next() { inbox.put(.message(envelope)) }
+            while let envelope = try decoder.next() {
+                if case .clockResponse(let response)? = envelope.body {
+                    clockSync.record(ClockSample(t1: response.t1, t2: response.t2, t3: response.t3, t4: arrivedAt))
+                } else {
+                    inbox.put(.message(envelope))
+                }
+            }
         } catch {
             closedReason = "the broadcaster sent bad data (\(error))"
             context.close(promise: nil)

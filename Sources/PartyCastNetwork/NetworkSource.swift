@@ -12,13 +12,15 @@ public typealias EndpointResolver = @Sendable () throws(PartyCastError) -> (host
 /// A broadcast as a PCM source: wire frames (the parser) → Opus/PCM packets (the decoder) →
 /// samples for the player's ring. It rides out dropped connections and broadcaster restarts by
 /// reconnecting with backoff; the player just sees a short underrun.
-public final class NetworkSource: PCMSource, @unchecked Sendable {
+public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
     // @unchecked: used from the player's producer thread only; the inbox is the thread boundary.
     public struct Options: Sendable {
         public var listenerName: String
         public var hostName: String
         /// End (produce returns false) when the broadcast ends, instead of waiting for the next one.
         public var once = false
+        /// The listener's clock, which clock sync relates to the broadcaster's.
+        public var clock = LocalClock.system
         public init(listenerName: String, hostName: String) {
             self.listenerName = listenerName
             self.hostName = hostName
@@ -29,6 +31,7 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
     private let options: Options
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let inbox = Inbox()
+    private let clockSync: ClockSync
     private let connection = Mutex<BroadcastClient?>(nil)
     private let cancelled = Atomic<Bool>(false)
     private var decoder: AudioDecoder?
@@ -44,13 +47,15 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
     public var isSeekable: Bool { false }
     public var skippedBytes: Int64 { 0 }
     public private(set) var broadcasterName = ""
-    /// Timeline position (frames since the broadcast began) of the next frame produced, when known.
-    public private(set) var nextTimelineFrame: UInt64?
+    public var schedule: PlaybackSchedule { clockSync.schedule }
+    public private(set) var lastProducedFrame: Int?
+    private var preSkip = 0
 
     public init(options: Options, log: @escaping @Sendable (String) -> Void, resolve: @escaping EndpointResolver) {
         self.options = options
         self.resolve = resolve
         self.log = log
+        clockSync = ClockSync(clock: options.clock)
     }
 
     deinit {
@@ -77,7 +82,8 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
 
     private func connect() throws(PartyCastError) {
         let (host, port) = try resolve()
-        let client = try BroadcastClient.connect(host: host, port: port, group: group, inbox: inbox)
+        clockSync.connected()
+        let client = try BroadcastClient.connect(host: host, port: port, group: group, inbox: inbox, clockSync: clockSync)
         connection.withLock { $0 = client }
         var hello = PCHello()
         hello.protocolVersion = partyCastProtocolVersion
@@ -86,10 +92,12 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
         var envelope = PCEnvelope()
         envelope.body = .hello(hello)
         client.send(envelope)
+        client.startClockExchanges(clockSync)
         log("connected to \(host):\(port)")
     }
 
     public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        lastProducedFrame = nil
         guard let item = inbox.take(timeoutNanoseconds: 50_000_000) else { return true }
         return try handle(item, into: &buffer)
     }
@@ -146,14 +154,13 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
         switch streamFormat.codec {
         case .opus:
             decoder = try OpusDecoder(channels: announced.channels)
-            framesToSkip = Int(streamFormat.preSkip)
         case .pcmF32Le:
             decoder = PCMDecoder(channels: announced.channels)
-            framesToSkip = 0
         default:
             throw PartyCastError(.io, "the broadcaster uses a codec this listener does not know; upgrade the listener")
         }
-        nextTimelineFrame = nil
+        preSkip = Int(streamFormat.preSkip)
+        framesToSkip = preSkip
     }
 
     private func decode(_ chunk: PCAudioChunk, into buffer: inout [Float]) throws(PartyCastError) {
@@ -168,9 +175,13 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
             framesToSkip -= from
             keep -= from
         }
-        if nextTimelineFrame == nil { nextTimelineFrame = chunk.mediaPosition }
+        // A fresh decoder's output runs `preSkip` frames behind the chunks' positions; those frames
+        // were skipped above, so what is kept starts at this stream frame.
+        if keep > 0 { lastProducedFrame = Int(chunk.mediaPosition) - preSkip + from }
+        clockSync.setTiming(ClockSync.StreamTiming(
+            originNanoseconds: chunk.presentationNanoseconds - Int64(chunk.mediaPosition) * 1_000_000_000 / Int64(format.sampleRate),
+            sampleRate: format.sampleRate))
         buffer.append(contentsOf: scratch[(from * format.channels)..<((from + keep) * format.channels)])
-        nextTimelineFrame? += UInt64(keep)
     }
 
     private func reconnect() throws(PartyCastError) {
@@ -199,9 +210,10 @@ public final class NetworkSource: PCMSource, @unchecked Sendable {
     }
 
     /// Tells the broadcaster how this listener is doing (shown in its listener view).
-    public func report(bufferMilliseconds: Int) {
+    public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
         var status = PCStatus()
         status.bufferMilliseconds = UInt32(max(0, bufferMilliseconds))
+        if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
         var envelope = PCEnvelope()
         envelope.body = .status(status)
         connection.withLock { $0?.send(envelope) }

@@ -44,6 +44,23 @@ struct ALSAPCM: @unchecked Sendable {
         return snd_pcm_delay(handle, &frames) >= 0 ? Int(frames) : 0
     }
 
+    /// Waits (up to `timeoutMilliseconds`) until `frames` fit, then says how many fit and how many
+    /// are queued ahead of them, read together; after an underrun it recovers first.
+    func waitForRoom(_ frames: Int, timeoutMilliseconds: Int32) -> (room: Int, delay: Int, error: Int32) {
+        var avail: snd_pcm_sframes_t = 0
+        var delay: snd_pcm_sframes_t = 0
+        var result = snd_pcm_avail_delay(handle, &avail, &delay)
+        if result >= 0 && avail < frames {
+            _ = snd_pcm_wait(handle, timeoutMilliseconds)
+            result = snd_pcm_avail_delay(handle, &avail, &delay)
+        }
+        if result < 0 {
+            let recovered = snd_pcm_recover(handle, result, 1)
+            return (0, 0, recovered < 0 ? recovered : 0)
+        }
+        return (Int(avail), Int(delay), 0)
+    }
+
     func drain() { snd_pcm_drain(handle) }
     func close() { snd_pcm_close(handle) }
 
@@ -59,6 +76,7 @@ struct ALSAPCM: @unchecked Sendable {
 public final class ALSAOutput: AudioOutput, @unchecked Sendable {
     // @unchecked: `thread` is set in start() and read in stop() on the controlling thread only.
     public let device: String
+    public let clock: LocalClock
     public static let latencyMicroseconds: UInt32 = 100_000
     private let stopRequested = Atomic<Bool>(false)
     private let drainOnStop = Atomic<Bool>(false)
@@ -76,7 +94,10 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
     public var recoveredUnderruns: Int { recoveries.load(ordering: .relaxed) }
     public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
 
-    public init(device: String) { self.device = device }
+    public init(device: String, clock: LocalClock = .system) {
+        self.device = device
+        self.clock = clock
+    }
 
     /// Whether `device` can be opened for playback now; the error says why not.
     public static func probe(device: String) -> PartyCastError? {
@@ -98,18 +119,27 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
         }
         let period = max(periodFrames, 64)
         thread = DedicatedThread { [self] in
-            let outcome = run(pcm: pcm, renderer: renderer, channels: format.channels, period: period)
+            let outcome = run(pcm: pcm, renderer: renderer, format: format, period: period)
             finalOutcome.withLock { $0 = outcome }
             onEnd()
         }
     }
 
-    private func run(pcm: ALSAPCM, renderer: Renderer, channels: Int, period: Int) -> OutputOutcome {
+    private func run(pcm: ALSAPCM, renderer: Renderer, format: AudioFormat, period: Int) -> OutputOutcome {
+        let channels = format.channels
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period * channels)
         defer { buffer.deallocate(); pcm.close() }
         var finished = false
         while !finished && !stopRequested.load(ordering: .acquiring) {
-            if case .finished = renderer.render(into: buffer) { finished = true }
+            // Render only once the period fits, so what is queued ahead of it (the delay) says
+            // when its first frame will be heard.
+            let (room, queued, failure) = pcm.waitForRoom(period, timeoutMilliseconds: 100)
+            if failure < 0 {
+                return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(ALSAPCM.message(failure))"))
+            }
+            guard room >= period else { continue }
+            let heardAt = clock.now() + Int64(queued) * 1_000_000_000 / Int64(format.sampleRate)
+            if case .finished = renderer.render(into: buffer, heardAt: heardAt) { finished = true }
             var offset = 0
             while offset < period {
                 let (written, recovered, error) = pcm.write(UnsafeBufferPointer(rebasing: buffer[(offset * channels)...]), frames: period - offset)

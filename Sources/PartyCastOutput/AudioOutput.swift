@@ -24,8 +24,8 @@ public enum OutputOutcome: Sendable, Equatable {
     case failed(PartyCastError)
 }
 
-/// Parses `alsa[:DEVICE] | wav:PATH | null | virtual:PATH`.
-public func makeOutput(_ spec: String) throws(PartyCastError) -> AudioOutput {
+/// Parses `alsa[:DEVICE] | wav:PATH | null | virtual:PATH`; real-time outputs keep time by `clock`.
+public func makeOutput(_ spec: String, clock: LocalClock = .system) throws(PartyCastError) -> AudioOutput {
     let (kind, argument): (Substring, String?) = {
         guard let colon = spec.firstIndex(of: ":") else { return (Substring(spec), nil) }
         return (spec[..<colon], String(spec[spec.index(after: colon)...]))
@@ -33,8 +33,8 @@ public func makeOutput(_ spec: String) throws(PartyCastError) -> AudioOutput {
     switch (kind, argument) {
     case ("null", nil): return NullOutput()
     case ("wav", let path?) where !path.isEmpty: return WavFileOutput(path: path)
-    case ("virtual", let path?) where !path.isEmpty: return VirtualCardOutput(path: path)
-    case ("alsa", let device): return ALSAOutput(device: device ?? "default")
+    case ("virtual", let path?) where !path.isEmpty: return VirtualCardOutput(path: path, clock: clock)
+    case ("alsa", let device): return ALSAOutput(device: device ?? "default", clock: clock)
     default:
         throw PartyCastError(.invalidArgument, "unknown output '\(spec)'; use alsa[:DEVICE], wav:PATH, null or virtual:PATH")
     }

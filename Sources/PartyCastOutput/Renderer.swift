@@ -1,3 +1,4 @@
+import PartyCastCore
 import PartyCastRing
 import Synchronization
 
@@ -22,8 +23,23 @@ public final class Renderer: Sendable {
         case finished(frames: Int)
     }
 
+    /// Party mode: play each frame when a schedule says, rather than as soon as the device asks.
+    public struct Sync: Sendable {
+        public var schedule: PlaybackSchedule
+        public var sampleRate: Int
+        /// Added to every heard-at time: a speaker's own delay after the device.
+        public var latencyOffsetNanoseconds: Int64
+        public init(schedule: PlaybackSchedule, sampleRate: Int, latencyOffsetNanoseconds: Int64 = 0) {
+            self.schedule = schedule
+            self.sampleRate = sampleRate
+            self.latencyOffsetNanoseconds = latencyOffsetNanoseconds
+        }
+    }
+
     public let ring: SPSCRing
     public let channels: Int
+    // Touched by the output thread only.
+    private nonisolated(unsafe) let scheduled: ScheduledReader?
     private let mode = Atomic<Mode>(.hold)
     private let streamEnded = Atomic<Bool>(false)
     private let flushesRequested = Atomic<Int>(0)
@@ -31,9 +47,26 @@ public final class Renderer: Sendable {
     private let framesRendered = Atomic<Int>(0)
     private let underrunCount = Atomic<Int>(0)
 
-    public init(ring: SPSCRing, channels: Int) {
+    public init(ring: SPSCRing, channels: Int, sync: Sync? = nil) {
         self.ring = ring
         self.channels = channels
+        scheduled = sync.map {
+            ScheduledReader(ring: ring, channels: channels, sampleRate: $0.sampleRate, schedule: $0.schedule,
+                            latencyOffsetNanoseconds: $0.latencyOffsetNanoseconds)
+        }
+    }
+
+    /// Whether frames are played on a schedule (party mode).
+    public var isScheduled: Bool { scheduled != nil }
+
+    /// The stream frame of the next sample the producer writes, which starts a new timeline: call it
+    /// before the first write and after each flush.
+    public func beginTimeline(atFrame frame: Int) { scheduled?.timelineStart.store(frame, ordering: .releasing) }
+
+    /// Party mode's last measured lateness of playback (µs; negative: early); nil before there is one.
+    public var syncErrorMicroseconds: Int? {
+        guard let value = scheduled?.syncErrorMicroseconds.load(ordering: .relaxed), value != Int.min else { return nil }
+        return value
     }
 
     // MARK: Player side
@@ -58,21 +91,32 @@ public final class Renderer: Sendable {
 
     // MARK: Output thread side
 
-    /// Fills `buffer` (interleaved, a whole number of frames) and says what it holds.
-    /// Real-time outputs count an empty ring while running as an underrun.
-    public func render(into buffer: UnsafeMutableBufferPointer<Float>) -> Pull {
+    /// Fills `buffer` (interleaved, a whole number of frames) and says what it holds. Real-time
+    /// outputs say when (local clock ns) its first frame will leave the device, `heardAt`, which
+    /// party mode needs; they count an empty ring while running as an underrun.
+    public func render(into buffer: UnsafeMutableBufferPointer<Float>, heardAt: Int64? = nil) -> Pull {
         let flushTicket = flushesRequested.load(ordering: .acquiring)
         if flushesDone.load(ordering: .relaxed) != flushTicket {
             ring.discard(ring.availableToRead)
+            scheduled?.reset()
             flushesDone.store(flushTicket, ordering: .releasing)
             silence(buffer, from: 0)
             return .silence
         }
         switch mode.load(ordering: .acquiring) {
         case .hold:
+            scheduled?.hold()
             silence(buffer, from: 0)
             return .silence
         case .run:
+            if let scheduled, let heardAt {
+                let underrunsBefore = scheduled.underruns
+                let (frames, finished) = scheduled.render(into: buffer, heardAt: heardAt, streamEnded: streamEnded.load(ordering: .acquiring))
+                framesRendered.add(frames, ordering: .releasing)
+                if scheduled.underruns != underrunsBefore { underrunCount.add(1, ordering: .relaxed) }
+                if finished { return .finished(frames: frames) }
+                return frames > 0 ? .audio(frames: frames) : .silence
+            }
             let ended = streamEnded.load(ordering: .acquiring)
             let wanted = buffer.count - buffer.count % channels
             let available = ring.availableToRead

@@ -4,14 +4,16 @@ import Synchronization
 import Glibc
 #endif
 
-/// `virtual:PATH`: a simulated sound card for machines without one. It plays in real time on
-/// CLOCK_MONOTONIC at the stream's rate, one 10 ms period at a time, and records every frame it
-/// "played" (silence included) to PATH as WAV. PATH.json says when frame 0 played, so tests can
-/// tell when any sample was heard.
+/// `virtual:PATH`: a simulated sound card for machines without one. It plays in real time on the
+/// listener's clock (CLOCK_MONOTONIC, or a simulated one running offset and fast or slow) at the
+/// stream's rate, one 10 ms period at a time, and records every frame it "played" (silence
+/// included) to PATH as WAV. PATH.json says when frame 0 played on the machine's true clock and how
+/// fast the card ran: frame k played at t0_ns + k / (rate × (1 + drift_ppm·1e-6)).
 public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
     // @unchecked: `thread` and `writer` are set in start() before the thread runs; then only the
     // thread touches `writer`, and stop() reads `thread` after that.
     public let path: String
+    public let clock: LocalClock
     private let stopRequested = Atomic<Bool>(false)
     private let drainRequested = Atomic<Bool>(false)
     private let finalOutcome = Mutex<OutputOutcome?>(nil)
@@ -24,14 +26,17 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
     public var latencyFrames: Int { 0 }
     public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
 
-    public init(path: String) { self.path = path }
+    public init(path: String, clock: LocalClock = .system) {
+        self.path = path
+        self.clock = clock
+    }
 
     public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
         writer = try WavFileWriter(path: path, format: format)
         // Frame 0 plays one period from now, giving the thread time to start.
         let periodFrames = max(1, format.sampleRate / 100)
-        let t0 = monotonicNanoseconds() + 10_000_000
-        try writeClockFile(t0: t0, rate: format.sampleRate)
+        let t0 = clock.now() + 10_000_000
+        try writeClockFile(t0: clock.machine(fromLocal: t0), rate: format.sampleRate)
         thread = DedicatedThread { [self] in
             let outcome = run(renderer: renderer, format: format, periodFrames: periodFrames, t0: t0)
             finalOutcome.withLock { $0 = outcome }
@@ -39,7 +44,7 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
         }
     }
 
-    private func run(renderer: Renderer, format: AudioFormat, periodFrames: Int, t0: UInt64) -> OutputOutcome {
+    private func run(renderer: Renderer, format: AudioFormat, periodFrames: Int, t0: Int64) -> OutputOutcome {
         guard let writer else { return .stopped }
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: periodFrames * format.channels)
         defer { buffer.deallocate() }
@@ -47,8 +52,9 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
         do throws(PartyCastError) {
             while !stopRequested.load(ordering: .acquiring) {
                 // Frame n plays at t0 + n / rate; each period is taken exactly when it starts playing.
-                sleepUntil(monotonicNanoseconds: t0 + framesPlayed * 1_000_000_000 / UInt64(format.sampleRate))
-                let pull = renderer.render(into: buffer)
+                let heardAt = t0 + Int64(framesPlayed * 1_000_000_000 / UInt64(format.sampleRate))
+                clock.sleep(until: heardAt)
+                let pull = renderer.render(into: buffer, heardAt: heardAt)
                 try writer.write(UnsafeBufferPointer(buffer))
                 framesPlayed += UInt64(periodFrames)
                 if case .finished = pull { break }
@@ -61,7 +67,7 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
     }
 
     private func writeClockFile(t0: UInt64, rate: Int) throws(PartyCastError) {
-        let json = "{\"t0_ns\": \(t0), \"rate\": \(rate), \"drift_ppm\": 0}\n"
+        let json = "{\"t0_ns\": \(t0), \"rate\": \(rate), \"drift_ppm\": \(clock.driftPPM)}\n"
         let jsonPath = path + ".json"
         let fd: Int32
         do {

@@ -10,6 +10,11 @@ public struct PlayerOptions: Sendable {
     public var bufferSeconds = 2.0
     /// Audio buffered before playback starts or resumes after an underrun.
     public var prebufferSeconds = 0.5
+    /// Party mode: a source with a schedule (a broadcast) is played on it by real-time outputs,
+    /// each frame at its presentation time. Off: frames play as soon as they arrive.
+    public var sync = true
+    /// Party mode: the speaker's own delay after the device, played that much earlier.
+    public var latencyOffsetSeconds = 0.0
 
     public init(startSeconds: Double? = nil) { self.startSeconds = startSeconds }
 }
@@ -132,6 +137,7 @@ public final class Player: Sendable {
                 let heard = max(0, renderer.renderedFrames - s.renderedAtBase - output.latencyFrames)
                 s.status.positionFrames = s.positionBase + heard
                 s.status.underruns = renderer.underruns
+                s.status.syncErrorMicroseconds = renderer.syncErrorMicroseconds
                 let prebuffer = Int(options.prebufferSeconds * Double(format.sampleRate)) * format.channels
                 let target = min(prebuffer, renderer.ring.capacity / 2)
                 switch s.status.state {
@@ -200,7 +206,12 @@ public final class Player: Sendable {
                 try source.seek(toFrame: startFrame)
             }
             let ring = SPSCRing(minimumCapacity: Int(options.bufferSeconds * Double(format.sampleRate)) * format.channels)
-            let renderer = Renderer(ring: ring, channels: format.channels)
+            let scheduled = options.sync && output.isRealTime ? source as? ScheduledPCMSource : nil
+            let sync = scheduled.map {
+                Renderer.Sync(schedule: $0.schedule, sampleRate: format.sampleRate,
+                              latencyOffsetNanoseconds: Int64((options.latencyOffsetSeconds * 1e9).rounded()))
+            }
+            let renderer = Renderer(ring: ring, channels: format.channels, sync: sync)
             shared.withLock { s in
                 s.status.format = format
                 s.status.tags = source.tags
@@ -229,6 +240,8 @@ public final class Player: Sendable {
         pending.reserveCapacity(1 << 16)
         var written = 0
         var ended = false
+        let timed = renderer.isScheduled ? source as? ScheduledPCMSource : nil
+        var timeline = TimelineKeeper(sampleRate: format.sampleRate)
         while !stopRequested.load(ordering: .acquiring) && !isStopping {
             if let command = shared.withLock({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
                 let target: Int
@@ -238,11 +251,7 @@ public final class Player: Sendable {
                 }
                 guard source.isSeekable else { continue }
                 let clamped = max(0, min(target, (source.duration.frames ?? target) - 1))
-                let ticket = renderer.requestFlush()
-                while !renderer.isFlushed(ticket) {
-                    if output.outcome != nil || stopRequested.load(ordering: .acquiring) { return }
-                    sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
-                }
+                guard flush(renderer) else { return }
                 try source.seek(toFrame: clamped)
                 pending.removeAll(keepingCapacity: true)
                 written = 0
@@ -264,6 +273,16 @@ public final class Player: Sendable {
                 written = 0
                 ended = !(try source.produce(into: &pending))
                 if ended { renderer.markEndOfStream() }
+                if let timed, let frame = timed.lastProducedFrame {
+                    switch timeline.place(frame: frame, frames: pending.count / format.channels) {
+                    case .continues: break
+                    case .gap(let frames):
+                        pending.insert(contentsOf: repeatElement(0, count: frames * format.channels), at: 0)
+                    case .restart:
+                        guard flush(renderer) else { return }
+                        renderer.beginTimeline(atFrame: frame)
+                    }
+                }
                 let (duration, skipped) = (source.duration, source.skippedBytes)
                 shared.withLock { $0.status.duration = duration; $0.status.skippedBytes = skipped }
             }
@@ -277,7 +296,42 @@ public final class Player: Sendable {
         }
     }
 
+    /// Empties the ring through the output thread; false if the output or the player stopped meanwhile.
+    private func flush(_ renderer: Renderer) -> Bool {
+        let ticket = renderer.requestFlush()
+        while !renderer.isFlushed(ticket) {
+            if output.outcome != nil || stopRequested.load(ordering: .acquiring) { return false }
+            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
+        }
+        return true
+    }
+
     private var isStopping: Bool {
         shared.withLock { $0.status.state == .stopping || $0.status.state == .stopped }
+    }
+}
+
+/// Keeps the ring's samples on the stream's timeline in party mode: each block a scheduled source
+/// produces says which stream frame it starts at; a short gap (chunks lost on the way) is filled
+/// with silence so later frames keep their place, anything else starts the ring's timeline afresh.
+struct TimelineKeeper {
+    enum Placement: Equatable {
+        case continues
+        case gap(frames: Int)
+        case restart
+    }
+
+    /// Gaps up to this long are bridged with silence.
+    let longestGap: Int
+    private var nextFrame: Int?
+
+    init(sampleRate: Int) { longestGap = sampleRate }
+
+    mutating func place(frame: Int, frames: Int) -> Placement {
+        defer { nextFrame = frame + frames }
+        guard let expected = nextFrame else { return .restart }
+        let gap = frame - expected
+        if gap == 0 { return .continues }
+        return gap > 0 && gap <= longestGap ? .gap(frames: gap) : .restart
     }
 }

@@ -41,6 +41,8 @@ public struct PlayerStatus: Sendable {
     /// Audio waiting in the ring, in milliseconds.
     public var bufferedMilliseconds = 0
     public var underruns = 0
+    /// Party mode: how late playback is against the broadcast's schedule (µs; negative: early).
+    public var syncErrorMicroseconds: Int?
     public var skippedBytes: Int64 = 0
     public var outputName = ""
 

@@ -43,6 +43,9 @@ struct Share: ParsableCommand {
     @Option(name: .customLong("start-in"), help: "Start playback this many seconds after launch, so early joiners all start at the first sample.")
     var startIn = 1.0
 
+    @Option(help: "Milliseconds of audio sent ahead of playback: the network stall every listener rides out (see README).")
+    var buffer = 1000
+
     @Flag(help: "Start over after the last source.")
     var loop = false
 
@@ -52,6 +55,8 @@ struct Share: ParsableCommand {
     func validate() throws {
         guard !sources.isEmpty else { throw ValidationError("give at least one source") }
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
+        // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
+        guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
     }
 
     func run() throws {
@@ -60,6 +65,7 @@ struct Share: ParsableCommand {
         options.codec = codec
         options.bitrateKbps = bitrate
         options.startInSeconds = startIn
+        options.leadMilliseconds = buffer
         options.loop = loop
         let factories = try sources.map { spec -> (label: String, open: Broadcaster.SourceFactory) in
             if spec.hasPrefix("tone:") {

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Once a second: runs `everySecond` (the mDNS listener count) and, on a terminal, redraws name, address, progress and every listener (name, host,
-/// buffer health); elsewhere it stays quiet (joins and leaves are logged as they happen).
+/// buffer health, measured sync error); elsewhere it stays quiet (joins and leaves are logged as they happen).
 /// It also turns Ctrl-C into a clean stop.
 final class StatusDisplay: @unchecked Sendable {
     // @unchecked: `thread` is set in init and joined by finish() on the same thread.
@@ -33,7 +33,8 @@ final class StatusDisplay: @unchecked Sendable {
                 lines.append("  \(peers.count) listener(s)")
                 for peer in peers {
                     let buffer = peer.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer ?"
-                    lines.append("    \(peer.name) @ \(peer.host) (\(peer.address))  \(buffer)" + (peer.skippedChunks > 0 ? "  skipped \(peer.skippedChunks)" : ""))
+                    let sync = peer.syncErrorMicroseconds.map { "sync \($0 >= 0 ? "+" : "")\($0) µs" } ?? "sync –"
+                    lines.append("    \(peer.name) @ \(peer.host) (\(peer.address))  \(buffer)  \(sync)" + (peer.skippedChunks > 0 ? "  skipped \(peer.skippedChunks)" : ""))
                 }
                 var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)F" : ""
                 text += lines.map { "\u{1B}[2K" + $0 }.joined(separator: "\n") + "\n"

@@ -64,8 +64,36 @@ struct Join: ParsableCommand {
     @Flag(name: .shortAndLong, help: "No status line.")
     var quiet = false
 
+    @Option(name: .customLong("latency-offset"), help: "Milliseconds this speaker adds after the sound card (a Bluetooth or AV-receiver delay); played that much earlier.")
+    var latencyOffsetMilliseconds = 0.0
+
+    @Flag(name: .customLong("no-sync"), help: "Play as soon as audio arrives: lowest latency, not in step with other listeners.")
+    var noSync = false
+
+    @Option(name: .customLong("simulate-clock"), help: ArgumentHelp(
+        "Run this listener's clock (clock sync and virtual: card) OFFSET seconds off and DRIFT ppm fast against the machine's, to test sync on one machine.",
+        valueName: "OFFSET_S,DRIFT_PPM"))
+    var simulateClock: String?
+
+    func validate() throws {
+        if simulateClock != nil { _ = try simulatedClock() }
+        guard abs(latencyOffsetMilliseconds) <= 2000 else { throw ValidationError("--latency-offset takes −2000…2000 ms") }
+    }
+
+    /// The listener's clock: the machine's, or the simulated one --simulate-clock asks for.
+    private func simulatedClock() throws -> LocalClock {
+        guard let simulateClock else { return .system }
+        let parts = simulateClock.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 2, let offset = Double(parts[0]), let drift = Double(parts[1]),
+              abs(offset) <= 86_400, abs(drift) <= 10_000 else {
+            throw ValidationError("--simulate-clock takes OFFSET_S,DRIFT_PPM, e.g. --simulate-clock=-3,-120 (|offset| ≤ 1 day, |drift| ≤ 10000 ppm)")
+        }
+        return LocalClock(offsetSeconds: offset, driftPPM: drift)
+    }
+
     func run() throws {
-        let device = try resolveOutput(output)
+        let clock = try simulatedClock()
+        let device = try resolveOutput(output, clock: clock)
         let resolver: EndpointResolver
         do { resolver = try endpointResolver() } catch let error as PartyCastError {
             printError("listener: \(error)")
@@ -73,14 +101,21 @@ struct Join: ParsableCommand {
         }
         var options = NetworkSource.Options(listenerName: listenerName ?? localHostName(), hostName: localHostName())
         options.once = once
+        options.clock = clock
         let source = NetworkSource(options: options, log: { printError("listener: \($0)") }, resolve: resolver)
-        let player = Player(output: device) { () throws(PartyCastError) -> PCMSource in source }
+        var playerOptions = PlayerOptions()
+        playerOptions.sync = !noSync
+        playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000
+        // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
+        // when to play, so a little audio in hand is enough to start.
+        playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
+        let player = Player(output: device, options: playerOptions) { () throws(PartyCastError) -> PCMSource in source }
         let terminal = isatty(STDERR_FILENO) == 1 && !quiet
         installInterruptHandler()
         let reports = Throttle(nanoseconds: 1_000_000_000)
         player.observe { status in
             if interrupted.load(ordering: .relaxed) { source.cancel(); player.stop() }
-            if reports.due() { source.report(bufferMilliseconds: status.bufferedMilliseconds) }
+            if reports.due() { source.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds) }
             if terminal { StatusLine.draw(status) }
         }
         let reason = player.run()

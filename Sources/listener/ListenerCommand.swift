@@ -80,16 +80,16 @@ struct Play: ParsableCommand {
 }
 
 /// `auto` plays on ALSA's default device, or says there is none and uses the simulated card.
-func resolveOutput(_ output: String) throws -> AudioOutput {
+func resolveOutput(_ output: String, clock: LocalClock = .system) throws -> AudioOutput {
     guard output == "auto" else {
-        do { return try makeOutput(output) } catch { throw ValidationError(error.message) }
+        do { return try makeOutput(output, clock: clock) } catch { throw ValidationError(error.message) }
     }
     if let problem = ALSAOutput.probe(device: "default") {
         let path = "partycast-virtual.wav"
         printError("listener: no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
-        return VirtualCardOutput(path: path)
+        return VirtualCardOutput(path: path, clock: clock)
     }
-    return ALSAOutput(device: "default")
+    return ALSAOutput(device: "default", clock: clock)
 }
 
 func printError(_ line: String, newline: Bool = true) {

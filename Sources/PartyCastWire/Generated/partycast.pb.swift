@@ -439,8 +439,16 @@ public nonisolated struct PCStatus: Sendable {
   /// Audio decoded and waiting to be played.
   public var bufferMilliseconds: UInt32 = 0
 
-  /// Measured lateness of playback against the presentation timestamps (negative: early).
-  public var syncErrorMicroseconds: Int32 = 0
+  /// Measured lateness of playback against the presentation timestamps (negative: early);
+  /// absent when the listener plays without sync.
+  public var syncErrorMicroseconds: Int32 {
+    get {_syncErrorMicroseconds ?? 0}
+    set {_syncErrorMicroseconds = newValue}
+  }
+  /// Returns true if `syncErrorMicroseconds` has been explicitly set.
+  public var hasSyncErrorMicroseconds: Bool {self._syncErrorMicroseconds != nil}
+  /// Clears the value of `syncErrorMicroseconds`. Subsequent reads from it will return its default value.
+  public mutating func clearSyncErrorMicroseconds() {self._syncErrorMicroseconds = nil}
 
   /// Since the connection began.
   public var underruns: UInt32 = 0
@@ -451,6 +459,8 @@ public nonisolated struct PCStatus: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _syncErrorMicroseconds: Int32? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -1131,7 +1141,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.bufferMilliseconds) }()
-      case 2: try { try decoder.decodeSingularInt32Field(value: &self.syncErrorMicroseconds) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self._syncErrorMicroseconds) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.underruns) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.playedPosition) }()
       default: break
@@ -1140,12 +1150,16 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.bufferMilliseconds != 0 {
       try visitor.visitSingularUInt32Field(value: self.bufferMilliseconds, fieldNumber: 1)
     }
-    if self.syncErrorMicroseconds != 0 {
-      try visitor.visitSingularInt32Field(value: self.syncErrorMicroseconds, fieldNumber: 2)
-    }
+    try { if let v = self._syncErrorMicroseconds {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 2)
+    } }()
     if self.underruns != 0 {
       try visitor.visitSingularUInt32Field(value: self.underruns, fieldNumber: 3)
     }
@@ -1157,7 +1171,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
 
   public static func ==(lhs: PCStatus, rhs: PCStatus) -> Bool {
     if lhs.bufferMilliseconds != rhs.bufferMilliseconds {return false}
-    if lhs.syncErrorMicroseconds != rhs.syncErrorMicroseconds {return false}
+    if lhs._syncErrorMicroseconds != rhs._syncErrorMicroseconds {return false}
     if lhs.underruns != rhs.underruns {return false}
     if lhs.playedPosition != rhs.playedPosition {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}

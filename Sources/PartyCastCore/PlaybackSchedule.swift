@@ -1,0 +1,58 @@
+import Synchronization
+
+/// Which frame of a stream should be heard at each instant of the local clock: a straight line,
+/// frame(t) = frameAtReference + (t − localReference) × framesPerNanosecond, drawn by the clock sync
+/// and read by the audio thread. Published seqlock-style through atomics: the writer never blocks
+/// the reader and the reader never allocates, locks or spins.
+public final class PlaybackSchedule: Sendable {
+    public struct Line: Sendable, Equatable {
+        public var localReference: Int64
+        public var frameAtReference: Double
+        public var framesPerNanosecond: Double
+
+        public init(localReference: Int64, frameAtReference: Double, framesPerNanosecond: Double) {
+            self.localReference = localReference
+            self.frameAtReference = frameAtReference
+            self.framesPerNanosecond = framesPerNanosecond
+        }
+
+        @inline(__always)
+        public func frame(at local: Int64) -> Double {
+            frameAtReference + Double(local &- localReference) * framesPerNanosecond
+        }
+    }
+
+    /// Odd while a publication is under way; 0 until the first one.
+    private let version = Atomic<UInt64>(0)
+    private let localReference = Atomic<Int64>(0)
+    private let frameAtReference = Atomic<UInt64>(0)
+    private let framesPerNanosecond = Atomic<UInt64>(0)
+
+    public init() {}
+
+    /// Publishes a new line (one writer at a time: the clock sync's thread).
+    public func publish(_ line: Line) {
+        version.add(1, ordering: .sequentiallyConsistent)
+        localReference.store(line.localReference, ordering: .sequentiallyConsistent)
+        frameAtReference.store(line.frameAtReference.bitPattern, ordering: .sequentiallyConsistent)
+        framesPerNanosecond.store(line.framesPerNanosecond.bitPattern, ordering: .sequentiallyConsistent)
+        version.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// The current line, or nil until the clock sync has published one. Wait-free: should it keep
+    /// overlapping publications (a writer preempted mid-way), it gives up and returns `fallback`,
+    /// the caller's last good line, rather than spin on the audio thread.
+    @inline(__always)
+    public func line(orElse fallback: Line?) -> Line? {
+        for _ in 0..<4 {
+            let before = version.load(ordering: .sequentiallyConsistent)
+            if before == 0 { return nil }
+            if before & 1 == 1 { continue }
+            let line = Line(localReference: localReference.load(ordering: .sequentiallyConsistent),
+                            frameAtReference: Double(bitPattern: frameAtReference.load(ordering: .sequentiallyConsistent)),
+                            framesPerNanosecond: Double(bitPattern: framesPerNanosecond.load(ordering: .sequentiallyConsistent)))
+            if version.load(ordering: .sequentiallyConsistent) == before { return line }
+        }
+        return fallback
+    }
+}

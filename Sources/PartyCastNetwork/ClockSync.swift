@@ -1,0 +1,64 @@
+import PartyCastClock
+import PartyCastCore
+import Synchronization
+
+/// The listener's side of party mode's timekeeping: runs the four-timestamp exchanges' results
+/// through the estimator and keeps the `PlaybackSchedule` (local clock → stream frame) drawn from
+/// the broadcaster's clock mapping and the stream's timing. All publication goes through one lock,
+/// so the schedule has a single writer at a time.
+final class ClockSync: Sendable {
+    /// Where the stream's frame 0 sits on the broadcaster's clock, and its rate.
+    struct StreamTiming: Equatable {
+        var originNanoseconds: Int64
+        var sampleRate: Int
+    }
+
+    private struct State {
+        var estimator = ClockEstimator()
+        var timing: StreamTiming?
+        var connectedAt: Int64 = 0
+    }
+
+    let clock: LocalClock
+    let schedule = PlaybackSchedule()
+    private let state = Mutex(State())
+
+    init(clock: LocalClock) { self.clock = clock }
+
+    /// A new connection: the broadcaster may be another machine now, so its clock is learnt afresh.
+    func connected() {
+        let now = clock.now()
+        state.withLock { $0 = State(connectedAt: now) }
+    }
+
+    /// How long to wait before the next exchange.
+    func nextExchangeDelay() -> Int64 {
+        let since = state.withLock { clock.now() - $0.connectedAt }
+        return ClockExchangeSchedule().interval(sinceJoin: since)
+    }
+
+    func record(_ sample: ClockSample) {
+        state.withLock { s in
+            s.estimator.add(sample)
+            publish(s)
+        }
+    }
+
+    /// The stream's timing, learnt from an audio chunk's presentation time and position.
+    func setTiming(_ timing: StreamTiming) {
+        state.withLock { s in
+            guard s.timing != timing else { return }
+            s.timing = timing
+            publish(s)
+        }
+    }
+
+    private func publish(_ s: State) {
+        guard let mapping = s.estimator.mapping, let timing = s.timing else { return }
+        let framesPerNanosecond = Double(timing.sampleRate) / 1e9
+        schedule.publish(PlaybackSchedule.Line(
+            localReference: mapping.localReference,
+            frameAtReference: Double(mapping.remoteReference &- timing.originNanoseconds) * framesPerNanosecond,
+            framesPerNanosecond: mapping.rate * framesPerNanosecond))
+    }
+}

@@ -1,0 +1,340 @@
+import Foundation
+import PartyCastCore
+import PartyCastRing
+import Synchronization
+
+/// Party mode on the output thread: reads the ring so that each stream frame leaves the device when
+/// the `PlaybackSchedule` says. It waits in silence for the first frame's time (or drops what is
+/// already late), then follows the schedule by resampling at a ratio a hair off 1 — the schedule's
+/// own slope (the clocks' drift) plus a small correction of the measured error, so no click is ever
+/// heard. An error too big to slide away (a stall, a jump of the clock) is fixed by fading out and
+/// aligning afresh. Everything is preallocated; nothing here allocates, locks or logs.
+final class ScheduledReader {
+    /// Frames of the interpolation kernel on each side of the read position.
+    static let halfTaps = 16
+    /// Beyond this error a slide would take too long: fade out and align afresh.
+    static let hardResyncSeconds = 0.010
+    /// How quickly an error is slid away (time constant), and the largest speed-up or slow-down
+    /// used for it: 1000 ppm is 1.7 cents, inaudible.
+    static let correctionSeconds = 0.5
+    static let maximumCorrection = 1e-3
+    static let fadeSeconds = 0.005
+
+    enum State {
+        /// Nothing known of the ring's timeline (start, or just flushed).
+        case needsTimeline
+        /// Knows which stream frame the ring holds next; waits for (or skips to) the scheduled one.
+        case aligning
+        /// Playing: `position` is the stream frame of the next output frame.
+        case locked
+    }
+
+    private let ring: SPSCRing
+    private let channels: Int
+    private let schedule: PlaybackSchedule
+    private let nanosecondsPerFrame: Double
+    private let latencyOffsetNanoseconds: Int64
+    /// Set by the ring's producer: the stream frame its first sample after a flush holds.
+    let timelineStart = Atomic<Int>(0)
+    private let kernel = InterpolationKernel(halfTaps: ScheduledReader.halfTaps)
+    private let hardResyncFrames: Double
+    private let correctionFrames: Double
+    private let fadeFrames: Int
+
+    private var state = State.needsTimeline
+    private var lastLine: PlaybackSchedule.Line?
+    /// Frames taken from the ring, kept until the kernel has moved past them.
+    private let input: UnsafeMutableBufferPointer<Float>
+    private let inputCapacity: Int
+    private var inputFrames = 0
+    /// Stream frame of input[0].
+    private var inputStart = 0
+    private var position = StreamPosition()
+    /// Output frames into the current fade-in; `fadeFrames` once complete.
+    private var fadeIn = 0
+    /// Times the ring ran dry while locked.
+    private(set) var underruns = 0
+    /// Whether silence was appended after the stream's last frame.
+    private var tailPadded = false
+
+    /// Last measured lateness of what is heard against its schedule (µs; negative: early), or Int.min before the first.
+    let syncErrorMicroseconds = Atomic<Int>(Int.min)
+
+    init(ring: SPSCRing, channels: Int, sampleRate: Int, schedule: PlaybackSchedule,
+         latencyOffsetNanoseconds: Int64) {
+        self.ring = ring
+        self.channels = channels
+        self.schedule = schedule
+        self.latencyOffsetNanoseconds = latencyOffsetNanoseconds
+        nanosecondsPerFrame = 1e9 / Double(sampleRate)
+        hardResyncFrames = Self.hardResyncSeconds * Double(sampleRate)
+        correctionFrames = Self.correctionSeconds * Double(sampleRate)
+        fadeFrames = max(1, Int(Self.fadeSeconds * Double(sampleRate)))
+        // Room for the largest output period at the fastest ratio plus the kernel's reach.
+        inputCapacity = Self.maximumBlock * 2 + 4 * Self.halfTaps
+        input = .allocate(capacity: inputCapacity * channels)
+        fadeIn = fadeFrames
+    }
+
+    deinit { input.deallocate() }
+
+    /// Output frames handled per step; longer requests are cut into blocks of this size.
+    static let maximumBlock = 4096
+
+    /// The ring was emptied (a flush): what comes next starts a new timeline.
+    func reset() {
+        state = .needsTimeline
+        inputFrames = 0
+        tailPadded = false
+    }
+
+    /// Playback was held (pause, underrun): on resume, find the scheduled frame again.
+    func hold() {
+        if case .locked = state { state = .aligning }
+    }
+
+    /// Fills `buffer` with what should be heard from `heardAt` (local clock ns) on.
+    /// Returns the output frames that carried audio, and whether the stream is over.
+    func render(into buffer: UnsafeMutableBufferPointer<Float>, heardAt: Int64, streamEnded: Bool) -> (audio: Int, finished: Bool) {
+        let frames = buffer.count / channels
+        var done = 0
+        var audio = 0
+        while done < frames {
+            let block = min(Self.maximumBlock, frames - done)
+            let at = heardAt + Int64((Double(done) * nanosecondsPerFrame).rounded())
+            let out = UnsafeMutableBufferPointer(rebasing: buffer[(done * channels)..<((done + block) * channels)])
+            let (played, finished) = renderBlock(out, frames: block, heardAt: at, streamEnded: streamEnded)
+            audio += played
+            done += block
+            if finished {
+                if done < frames { UnsafeMutableBufferPointer(rebasing: buffer[(done * channels)...]).update(repeating: 0) }
+                return (audio, true)
+            }
+        }
+        return (audio, false)
+    }
+
+    private func renderBlock(_ out: UnsafeMutableBufferPointer<Float>, frames: Int, heardAt: Int64, streamEnded: Bool) -> (Int, Bool) {
+        out.update(repeating: 0)
+        guard let line = schedule.line(orElse: lastLine) else { return (0, false) }
+        lastLine = line
+        let heard = heardAt &+ latencyOffsetNanoseconds
+        let due = line.frame(at: heard)
+        let dueAfter = line.frame(at: heard &+ Int64((Double(frames) * nanosecondsPerFrame).rounded()))
+        let slope = (dueAfter - due) / Double(frames)
+
+        if case .needsTimeline = state {
+            guard ring.availableToRead >= channels else { return (0, streamEnded) }
+            // Silence before the timeline's first frame, so the kernel has history from the start.
+            inputStart = timelineStart.load(ordering: .acquiring) - Self.halfTaps
+            inputFrames = Self.halfTaps
+            input.update(repeating: 0)
+            state = .aligning
+        }
+        var first = 0
+        if case .aligning = state {
+            refill()
+            let earliest = Double(inputStart + Self.halfTaps)
+            if due < earliest {
+                // Early: silence until the first frame we hold is due.
+                let wait = Int(((earliest - due) / slope).rounded(.up))
+                guard wait < frames else { return (0, false) }
+                first = wait
+                position = StreamPosition(due + Double(wait) * slope)
+            } else {
+                // Late (a late joiner, a resume): drop what has passed.
+                position = StreamPosition(due)
+                dropInput(before: position.frame - Self.halfTaps)
+                refill()
+                guard inputStart + inputFrames > position.frame + Self.halfTaps else {
+                    return (0, streamEnded && ring.availableToRead < channels)
+                }
+            }
+            state = .locked
+            fadeIn = 0
+        } else {
+            let error = position.value - due
+            syncErrorMicroseconds.store(Int(-error * nanosecondsPerFrame / 1000), ordering: .relaxed)
+            if abs(error) > hardResyncFrames {
+                let fade = min(frames, fadeFrames)
+                let (played, finished) = resample(out, from: 0, to: fade, step: slope, streamEnded: streamEnded)
+                for i in 0..<played {
+                    let gain = Float(played - i) / Float(played + 1)
+                    for c in 0..<channels { out[i * channels + c] *= gain }
+                }
+                state = .aligning
+                return (played, finished)
+            }
+        }
+        let error = position.value - (due + Double(first) * slope)
+        let correction = min(max(error / correctionFrames, -Self.maximumCorrection), Self.maximumCorrection)
+        let (played, finished) = resample(out, from: first, to: frames, step: slope - correction, streamEnded: streamEnded)
+        return (played, finished)
+    }
+
+    /// Writes output frames `from..<to` by interpolating the input at `position`, advancing it by
+    /// `step` per frame. Stops early if the ring runs dry: then an underrun (or the end).
+    private func resample(_ out: UnsafeMutableBufferPointer<Float>, from: Int, to: Int, step: Double, streamEnded: Bool) -> (Int, Bool) {
+        dropInput(before: position.frame - Self.halfTaps)
+        refill()
+        let increment = StreamPosition.increment(step)
+        var i = from
+        while i < to {
+            let base = position.frame
+            if base + Self.halfTaps >= inputStart + inputFrames {
+                dropInput(before: base - Self.halfTaps)
+                refill()
+                if base + Self.halfTaps >= inputStart + inputFrames {
+                    guard streamEnded && ring.availableToRead < channels else {
+                        underruns += 1
+                        state = .aligning
+                        return (i - from, false)
+                    }
+                    // The end: silence after the last frame lets the kernel play it out.
+                    guard !tailPadded, inputFrames + Self.halfTaps + 1 <= inputCapacity else { return (i - from, true) }
+                    UnsafeMutableBufferPointer(rebasing: input[(inputFrames * channels)..<((inputFrames + Self.halfTaps + 1) * channels)]).update(repeating: 0)
+                    inputFrames += Self.halfTaps + 1
+                    tailPadded = true
+                    continue
+                }
+            }
+            let gain: Float = fadeIn < fadeFrames ? Float(fadeIn + 1) / Float(fadeFrames + 1) : 1
+            fadeIn += 1
+            kernel.interpolate(input, channels: channels, at: base - inputStart, fraction: position.fraction,
+                               into: UnsafeMutableBufferPointer(rebasing: out[(i * channels)..<((i + 1) * channels)]), gain: gain)
+            position.advance(by: increment)
+            i += 1
+        }
+        return (to - from, false)
+    }
+
+    /// Forgets input frames before stream frame `frame`, from the buffer and then from the ring.
+    private func dropInput(before frame: Int) {
+        let drop = frame - inputStart
+        guard drop > 0 else { return }
+        if drop < inputFrames {
+            let kept = inputFrames - drop
+            let base = input.baseAddress!
+            (base).update(from: base + drop * channels, count: kept * channels)
+            inputFrames = kept
+        } else {
+            let fromRing = min(drop - inputFrames, ring.availableToRead / channels)
+            ring.discard(fromRing * channels)
+            // Short of `frame` if the ring held less: the rest is dropped as it arrives.
+            inputStart += inputFrames + fromRing
+            inputFrames = 0
+            return
+        }
+        inputStart = frame
+    }
+
+    /// Tops the input buffer up from the ring (whole frames only).
+    private func refill() {
+        let room = (inputCapacity - inputFrames) * channels
+        let available = ring.availableToRead
+        let count = min(room, available - available % channels)
+        guard count > 0 else { return }
+        let got = ring.read(into: UnsafeMutableBufferPointer(rebasing: input[(inputFrames * channels)..<(inputFrames * channels + count)]))
+        inputFrames += got / channels
+    }
+}
+
+/// A read position in the stream: a whole frame plus a 32-bit binary fraction. Fixed point, so a
+/// step that is 1 to within 2⁻³² frame is exactly 1 and a stream that needs no correction is read
+/// frame for frame, whatever rounding the schedule's arithmetic left; and it never loses precision
+/// however long the broadcast runs.
+struct StreamPosition {
+    static let one: UInt64 = 1 << 32
+    private(set) var frame = 0
+    /// In units of 2⁻³² frame.
+    private var fractionBits: UInt64 = 0
+
+    init() {}
+
+    init(_ value: Double) {
+        let whole = value.rounded(.down)
+        frame = Int(whole)
+        fractionBits = min(UInt64(((value - whole) * Double(Self.one)).rounded()), Self.one - 1)
+    }
+
+    var fraction: Double { Double(fractionBits) / Double(Self.one) }
+    var value: Double { Double(frame) + fraction }
+
+    /// A step per output frame in units of 2⁻³² frame (steps are near 1, never negative).
+    static func increment(_ step: Double) -> UInt64 { UInt64((max(0, step) * Double(one)).rounded()) }
+
+    mutating func advance(by increment: UInt64) {
+        fractionBits += increment
+        frame += Int(fractionBits >> 32)
+        fractionBits &= Self.one - 1
+    }
+}
+
+/// A windowed-sinc interpolator for reading between samples: `halfTaps` input frames on each side,
+/// Kaiser window, full band (at a fraction of 0 it is the identity, so a stream that needs no
+/// correction comes out bit for bit). Coefficients are tabulated for `phases` fractions and blended
+/// linearly between neighbours.
+final class InterpolationKernel {
+    let halfTaps: Int
+    let phases = 512
+    /// (phases + 1) rows of 2 × halfTaps coefficients; row p is for fraction p / phases.
+    private let table: UnsafeMutableBufferPointer<Float>
+    private let blended: UnsafeMutableBufferPointer<Float>
+
+    init(halfTaps: Int, beta: Double = 8.6) {
+        self.halfTaps = halfTaps
+        let taps = 2 * halfTaps
+        table = .allocate(capacity: (phases + 1) * taps)
+        blended = .allocate(capacity: taps)
+        let windowNorm = Self.besselI0(beta)
+        for p in 0...phases {
+            let fraction = Double(p) / Double(phases)
+            for k in 0..<taps {
+                // Tap k sits at input offset k − (halfTaps − 1) from the frame before the read position.
+                let x = Double(k - (halfTaps - 1)) - fraction
+                let sinc = x == 0 ? 1 : sin(Double.pi * x) / (Double.pi * x)
+                let r = x / Double(halfTaps)
+                let window = abs(r) >= 1 ? 0 : Self.besselI0(beta * (1 - r * r).squareRoot()) / windowNorm
+                table[p * taps + k] = Float(sinc * window)
+            }
+        }
+    }
+
+    deinit {
+        table.deallocate()
+        blended.deallocate()
+    }
+
+    /// Writes one output frame: the input interpolated at frame `index` + `fraction` (0 ≤ fraction < 1),
+    /// where `index` counts frames from the start of `input` and has `halfTaps` frames on each side.
+    @inline(__always)
+    func interpolate(_ input: UnsafeMutableBufferPointer<Float>, channels: Int, at index: Int, fraction: Double,
+                     into out: UnsafeMutableBufferPointer<Float>, gain: Float) {
+        let taps = 2 * halfTaps
+        let scaled = fraction * Double(phases)
+        let row = min(Int(scaled), phases - 1)
+        let weight = Float(scaled - Double(row))
+        let first = (index - (halfTaps - 1)) * channels
+        if weight == 0 && row == 0 {
+            for c in 0..<channels { out[c] = input[index * channels + c] * gain }
+            return
+        }
+        let lower = row * taps
+        let upper = lower + taps
+        for k in 0..<taps { blended[k] = table[lower + k] + weight * (table[upper + k] - table[lower + k]) }
+        for c in 0..<channels {
+            var sum: Float = 0
+            for k in 0..<taps { sum += blended[k] * input[first + k * channels + c] }
+            out[c] = sum * gain
+        }
+    }
+
+    private static func besselI0(_ x: Double) -> Double {
+        var sum = 1.0, term = 1.0
+        for k in 1..<40 {
+            term *= (x / (2 * Double(k))) * (x / (2 * Double(k)))
+            sum += term
+        }
+        return sum
+    }
+}

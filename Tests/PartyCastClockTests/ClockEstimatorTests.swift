@@ -1,0 +1,271 @@
+import PartyCastClock
+import XCTest
+
+/// A seeded generator, so every run sees the same network.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A broadcaster seen from a listener: its clock, and the LAN in between. Local time is the
+/// simulation's true time.
+struct SimulatedBroadcaster {
+    /// Remote minus local at local time `origin`.
+    var offset: Int64
+    var driftPPM: Double
+    var origin: Int64
+    /// Wire and stack time each way, before any queueing.
+    var baseDelay: Int64 = 40_000
+    /// Mean of the exponential queueing on the way to the broadcaster, and back.
+    var outboundQueueing: Double
+    var inboundQueueing: Double
+    /// Chance that a request meets a burst of 0.5–5 ms of queueing on its way out.
+    var burstProbability = 0.03
+    var random: SplitMix64
+
+    func remote(atLocal local: Int64) -> Int64 {
+        local &+ offset &+ Int64((Double(local - origin) * driftPPM * 1e-6).rounded())
+    }
+
+    mutating func exchange(sentAt t1: Int64) -> ClockSample {
+        var outbound = baseDelay + queueing(mean: outboundQueueing)
+        if Double.random(in: 0..<1, using: &random) < burstProbability {
+            outbound += Int64.random(in: 500_000...5_000_000, using: &random)
+        }
+        let received = t1 + outbound
+        let replied = received + Int64.random(in: 5_000...30_000, using: &random)
+        let t4 = replied + baseDelay + queueing(mean: inboundQueueing)
+        return ClockSample(t1: t1, t2: remote(atLocal: received), t3: remote(atLocal: replied), t4: t4)
+    }
+
+    private mutating func queueing(mean: Double) -> Int64 {
+        Int64(-mean * log(1 - Double.random(in: 0..<1, using: &random)))
+    }
+}
+
+/// What the simulation drives: ClockEstimator, or a naive estimator to compare it with.
+protocol RemoteClockPredictor {
+    mutating func add(_ sample: ClockSample)
+    func remote(fromLocal local: Int64) -> Int64?
+}
+
+extension ClockEstimator: RemoteClockPredictor {
+    func remote(fromLocal local: Int64) -> Int64? { mapping?.remote(fromLocal: local) }
+}
+
+/// The obvious estimator: median offset of the last 16 samples, rate 1.
+struct MedianOffsetEstimator: RemoteClockPredictor {
+    var offsets: [Int64] = []
+    mutating func add(_ sample: ClockSample) {
+        offsets.append(sample.offset)
+        if offsets.count > 16 { offsets.removeFirst() }
+    }
+    func remote(fromLocal local: Int64) -> Int64? {
+        offsets.isEmpty ? nil : local + offsets.sorted()[offsets.count / 2]
+    }
+}
+
+/// Prediction errors seen over one simulated run, by time since joining.
+struct Run {
+    var probes: [(sinceJoin: Int64, error: Int64)] = []
+    /// Drift estimates right after each exchange.
+    var drifts: [(sinceJoin: Int64, ppm: Double)] = []
+
+    func maximumError(from start: Int64) -> Int64 {
+        probes.filter { $0.sinceJoin >= start }.map { abs($0.error) }.max() ?? .max
+    }
+
+    /// The moment after which the error stays within `bound` until the end.
+    func convergenceTime(bound: Int64) -> Int64 {
+        probes.last { abs($0.error) > bound }?.sinceJoin ?? 0
+    }
+
+    func maximumDriftError(from start: Int64, truth: Double) -> Double {
+        drifts.filter { $0.sinceJoin >= start }.map { abs($0.ppm - truth) }.max() ?? .infinity
+    }
+}
+
+let millisecond: Int64 = 1_000_000
+let second: Int64 = 1_000_000_000
+/// A listener that has been up ~1.4 days when it joins.
+let joinTime: Int64 = 123_456_789_012_345
+
+/// Exchanges on ClockExchangeSchedule from `joinTime` for `duration`, probing the prediction every
+/// 5 ms against the broadcaster's true clock; a probe sees only samples complete by then.
+func simulate<Predictor: RemoteClockPredictor>(
+    _ predictor: inout Predictor, _ broadcaster: inout SimulatedBroadcaster, duration: Int64,
+    schedule: (Int64) -> Int64 = ClockExchangeSchedule().interval(sinceJoin:)
+) -> Run {
+    var run = Run()
+    var nextProbe = joinTime
+    var nextSend = joinTime
+    while nextSend < joinTime + duration {
+        let sample = broadcaster.exchange(sentAt: nextSend)
+        while nextProbe < sample.t4 {
+            if let predicted = predictor.remote(fromLocal: nextProbe) {
+                run.probes.append((nextProbe - joinTime, predicted - broadcaster.remote(atLocal: nextProbe)))
+            }
+            nextProbe += 5 * millisecond
+        }
+        predictor.add(sample)
+        if let estimator = predictor as? ClockEstimator, let mapping = estimator.mapping {
+            run.drifts.append((sample.t4 - joinTime, mapping.driftPPM))
+        }
+        nextSend += schedule(nextSend - joinTime)
+    }
+    return run
+}
+
+struct Scenario {
+    var name: String
+    var offset: Int64
+    var driftPPM: Double
+    var outboundQueueing: Double
+    var inboundQueueing: Double
+
+    func broadcaster(seed: UInt64) -> SimulatedBroadcaster {
+        SimulatedBroadcaster(
+            offset: offset, driftPPM: driftPPM, origin: joinTime - 17 * second,
+            outboundQueueing: outboundQueueing, inboundQueueing: inboundQueueing, random: SplitMix64(state: seed))
+    }
+}
+
+let scenarios = [
+    Scenario(name: "−3 s, −120 ppm, asymmetric", offset: -3 * second, driftPPM: -120, outboundQueueing: 80_000, inboundQueueing: 5_000),
+    Scenario(name: "+7.5 s, 0 ppm, symmetric", offset: 7_500 * millisecond, driftPPM: 0, outboundQueueing: 40_000, inboundQueueing: 40_000),
+    Scenario(name: "+7.5 s, +150 ppm, asymmetric", offset: 7_500 * millisecond, driftPPM: 150, outboundQueueing: 120_000, inboundQueueing: 5_000),
+    Scenario(name: "+1e18 ns, −200 ppm, inbound-heavy", offset: 1_000_000_000_000_000_000, driftPPM: -200, outboundQueueing: 5_000, inboundQueueing: 100_000),
+]
+
+final class ClockEstimatorTests: XCTestCase {
+    /// Our part of the 100 µs inter-listener skew budget.
+    let bound: Int64 = 30_000
+
+    func testConvergesWithinTwoSecondsAndHoldsForAMinute() {
+        for scenario in scenarios {
+            for seed: UInt64 in 1...5 {
+                var broadcaster = scenario.broadcaster(seed: seed)
+                var estimator = ClockEstimator()
+                let run = simulate(&estimator, &broadcaster, duration: 62 * second)
+                let worst = run.maximumError(from: 2 * second)
+                print("\(scenario.name), seed \(seed): worst error after 2 s \(worst / 1000) µs,"
+                    + " converged to \(bound / 1000) µs at \(Double(run.convergenceTime(bound: bound)) / 1e6) ms,"
+                    + " worst drift error after 10 s \(run.maximumDriftError(from: 10 * second, truth: scenario.driftPPM)) ppm")
+                XCTAssertLessThanOrEqual(worst, bound, "\(scenario.name), seed \(seed)")
+            }
+        }
+    }
+
+    func testDriftWithinAFewPPMAfterTenSeconds() {
+        for scenario in scenarios {
+            for seed: UInt64 in 1...5 {
+                var broadcaster = scenario.broadcaster(seed: seed)
+                var estimator = ClockEstimator()
+                let run = simulate(&estimator, &broadcaster, duration: 62 * second)
+                XCTAssertLessThanOrEqual(run.maximumDriftError(from: 10 * second, truth: scenario.driftPPM), 2, "\(scenario.name), seed \(seed)")
+            }
+        }
+    }
+
+    /// With queueing mostly on the way out, every offset is biased the same way; the median of them
+    /// keeps the bias, the samples with the lowest round trips (and the asymmetry term) don't.
+    func testLowestRoundTripFilterBeatsMedianUnderAsymmetricQueueing() {
+        let scenario = Scenario(name: "asymmetric, no drift", offset: -3 * second, driftPPM: 0, outboundQueueing: 150_000, inboundQueueing: 5_000)
+        var broadcaster = scenario.broadcaster(seed: 42)
+        var estimator = ClockEstimator()
+        let filtered = simulate(&estimator, &broadcaster, duration: 62 * second).maximumError(from: 2 * second)
+        broadcaster = scenario.broadcaster(seed: 42)
+        var median = MedianOffsetEstimator()
+        let naive = simulate(&median, &broadcaster, duration: 62 * second).maximumError(from: 2 * second)
+        print("asymmetric queueing: worst error after 2 s \(filtered / 1000) µs filtered, \(naive / 1000) µs median")
+        XCTAssertLessThanOrEqual(filtered, bound)
+        XCTAssertGreaterThan(naive, 2 * bound)
+        XCTAssertGreaterThan(naive, 4 * filtered)
+    }
+
+    func testImpossibleSamplesAreIgnoredAndLateOnesDoNotMoveTheEstimate() throws {
+        var broadcaster = scenarios[2].broadcaster(seed: 7)
+        var estimator = ClockEstimator()
+        _ = simulate(&estimator, &broadcaster, duration: 20 * second)
+        let before = try XCTUnwrap(estimator.mapping)
+        let count = estimator.samples
+        let now = joinTime + 20 * second
+        let remoteNow = broadcaster.remote(atLocal: now)
+        let impossible = [
+            ClockSample(t1: now, t2: remoteNow, t3: remoteNow + 10_000, t4: now - 1),  // t4 < t1
+            ClockSample(t1: now, t2: remoteNow, t3: remoteNow + 10_000, t4: now + 3 * second),  // round trip of seconds
+            ClockSample(t1: now, t2: remoteNow + 10_000, t3: remoteNow, t4: now + 100_000),  // t3 < t2
+            ClockSample(t1: now, t2: remoteNow, t3: remoteNow + 200_000, t4: now + 100_000),  // negative round trip
+            ClockSample(t1: .min, t2: .max, t3: .max, t4: .max),  // overflows
+            ClockSample(t1: now - 30 * second, t2: remoteNow, t3: remoteNow, t4: now - 30 * second + 100_000),  // earlier than the last
+        ]
+        for sample in impossible { estimator.add(sample) }
+        XCTAssertEqual(estimator.mapping, before)
+        XCTAssertEqual(estimator.samples, count)
+
+        // A real but very late reply, all of its 40 ms on the way back: its offset is 20 ms off.
+        // It counts as a sample, but its weight is nil.
+        let late = ClockSample(t1: now, t2: broadcaster.remote(atLocal: now + 40_000),
+                               t3: broadcaster.remote(atLocal: now + 50_000), t4: now + 40 * millisecond)
+        estimator.add(late)
+        XCTAssertEqual(estimator.samples, count + 1)
+        let after = try XCTUnwrap(estimator.mapping)
+        for probe in stride(from: now, to: now + 2 * second, by: Int(100 * millisecond)) {
+            XCTAssertLessThanOrEqual(abs(after.remote(fromLocal: probe) - before.remote(fromLocal: probe)), 1_000)
+        }
+    }
+
+    func testSampleStorageStaysBoundedForTenMinutes() {
+        var broadcaster = scenarios[0].broadcaster(seed: 3)
+        var estimator = ClockEstimator()
+        let scheduled = simulate(&estimator, &broadcaster, duration: 600 * second)
+        // One exchange a second: the window holds ~64 s of them.
+        XCTAssertLessThanOrEqual(estimator.samples, Int(ClockEstimator.window / second) + 1)
+        XCTAssertLessThanOrEqual(scheduled.maximumError(from: 2 * second), bound)
+
+        // A caller exchanging every 10 ms fills the ring in 2.56 s; it must stop there and stay accurate.
+        broadcaster = scenarios[0].broadcaster(seed: 4)
+        estimator = ClockEstimator()
+        let hammered = simulate(&estimator, &broadcaster, duration: 120 * second) { _ in 10 * millisecond }
+        XCTAssertEqual(estimator.samples, ClockEstimator.sampleCapacity)
+        XCTAssertLessThanOrEqual(hammered.maximumError(from: 2 * second), bound)
+    }
+
+    func testScheduleIsDenseAtJoinThenSparse() {
+        let schedule = ClockExchangeSchedule()
+        XCTAssertEqual(schedule.interval(sinceJoin: 0), 20 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 2 * second), 100 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second), second)
+        var sinceJoin: Int64 = 0, exchanges = 0, previous: Int64 = 0
+        while sinceJoin < 2 * second {
+            let interval = schedule.interval(sinceJoin: sinceJoin)
+            XCTAssertGreaterThanOrEqual(interval, previous)
+            previous = interval
+            sinceJoin += interval
+            exchanges += 1
+        }
+        XCTAssertGreaterThanOrEqual(exchanges, 40)
+    }
+
+    func testSampleArithmeticAndMappingKeepNanosecondsWithClocksFarApart() {
+        let apart: Int64 = 1_000_000_000_000_000_000
+        // 40 µs out, 10 µs turnaround, 60 µs back: offset off by (40 − 60) / 2 µs.
+        let sample = ClockSample(t1: 1_000, t2: apart + 41_000, t3: apart + 51_000, t4: 111_000)
+        XCTAssertEqual(sample.roundTrip, 100_000)
+        XCTAssertEqual(sample.offset, apart - 10_000)
+        XCTAssertEqual(ClockSample(t1: 0, t2: .max - 1, t3: .max, t4: 1).offset, .max - 1)
+
+        let mapping = ClockMapping(localReference: 5 * second, remoteReference: apart + 7, rate: 1 + 150e-6)
+        XCTAssertEqual(mapping.driftPPM, 150, accuracy: 1e-6)
+        XCTAssertEqual(mapping.remote(fromLocal: 15 * second), apart + 7 + 10 * second + 1_500_000)
+        for local in stride(from: Int64(0), to: 100 * second, by: Int(7 * second + 123)) {
+            XCTAssertEqual(mapping.local(fromRemote: mapping.remote(fromLocal: local)), local)
+        }
+    }
+}

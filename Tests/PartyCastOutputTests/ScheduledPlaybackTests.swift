@@ -1,0 +1,157 @@
+import Foundation
+import PartyCastCore
+import PartyCastOutput
+import PartyCastRing
+import XCTest
+
+/// Party mode's scheduler on virtual time: a renderer asked for 10 ms periods at known heard-at
+/// times must put each stream frame out when the schedule says, whatever the ring holds. The
+/// stream is a 1 kHz sine on the left and its cosine on the right, so a frame's content tells
+/// its position: one microsecond late is 0.0063 of amplitude off, well above the kernel's own error.
+final class ScheduledPlaybackTests: XCTestCase {
+    let rate = 48_000
+    let period = 480
+    let omega = 2 * Double.pi * 1000 / 48_000
+
+    /// Runs a renderer for `seconds` of virtual time. `line(t)` is the schedule at local time t;
+    /// `feed(frame, t)` says whether the producer has stream frame `frame` by time t (it is fed in order).
+    /// Returns the left channel and, per output frame, the stream frame the schedule wanted there.
+    func play(seconds: Double, firstFrame: Int = 0, latencyOffset: Int64 = 0,
+              line: (Int64) -> PlaybackSchedule.Line,
+              feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double]) {
+        let ring = SPSCRing(minimumCapacity: 4 * rate * 2)
+        let schedule = PlaybackSchedule()
+        let renderer = Renderer(ring: ring, channels: 2, sync: Renderer.Sync(schedule: schedule, sampleRate: rate, latencyOffsetNanoseconds: latencyOffset))
+        renderer.beginTimeline(atFrame: firstFrame)
+        renderer.setMode(.run)
+        var nextFrame = firstFrame
+        var left: [Float] = [], right: [Float] = [], due: [Double] = []
+        let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period * 2)
+        defer { buffer.deallocate() }
+        for k in 0..<Int(seconds * 100) {
+            let heardAt = Int64(k) * 10_000_000
+            let current = line(heardAt)
+            schedule.publish(current)
+            // The producer runs ahead of playback as a network would deliver.
+            var frame = [Float](repeating: 0, count: 2)
+            while ring.availableToWrite >= 2 && feed(nextFrame, heardAt) {
+                frame[0] = Float(0.5 * sin(omega * Double(nextFrame)))
+                frame[1] = Float(0.5 * cos(omega * Double(nextFrame)))
+                _ = frame.withUnsafeBufferPointer { ring.write($0) }
+                nextFrame += 1
+            }
+            _ = renderer.render(into: buffer, heardAt: heardAt)
+            for i in 0..<period {
+                left.append(buffer[2 * i])
+                right.append(buffer[2 * i + 1])
+                due.append(current.frame(at: heardAt + latencyOffset + Int64(i) * 1_000_000_000 / Int64(rate)))
+            }
+        }
+        return (left, right, due)
+    }
+
+    /// Stream frame 0 due at `start` ns, advancing `1 + drift` stream frames per output frame.
+    func line(start: Int64, driftPPM: Double = 0) -> PlaybackSchedule.Line {
+        PlaybackSchedule.Line(localReference: start, frameAtReference: 0, framesPerNanosecond: Double(rate) / 1e9 * (1 + driftPPM * 1e-6))
+    }
+
+    /// Largest difference between what was played and what the schedule wanted, over `range`
+    /// (output frames), in both channels.
+    func worstError(_ played: (left: [Float], right: [Float], due: [Double]), _ range: Range<Int>) -> Double {
+        var worst = 0.0
+        for i in range {
+            worst = max(worst, abs(Double(played.left[i]) - 0.5 * sin(omega * played.due[i])),
+                        abs(Double(played.right[i]) - 0.5 * cos(omega * played.due[i])))
+        }
+        return worst
+    }
+
+    /// Microseconds of timing error that a content error of `error` amounts to at most.
+    func microseconds(_ error: Double) -> Double { error / (0.5 * omega) / Double(rate) * 1e6 }
+
+    func testFirstFrameLeavesAtItsPresentationTimeToTheSubSample() {
+        // 123.4567 ms: not on a period, not on a frame.
+        let start: Int64 = 123_456_700
+        let played = play(seconds: 2, line: { _ in self.line(start: start) })
+        let firstDue = Int((Double(start) * Double(rate) / 1e9).rounded(.up))
+        XCTAssertEqual(played.left[..<firstDue].map { abs($0) }.max(), 0, "silence before the first frame is due")
+        XCTAssertEqual(played.right[..<firstDue].map { abs($0) }.max(), 0)
+        XCTAssertNotEqual(played.right[firstDue], 0, "audio from the first due frame on")
+        // After the 5 ms fade-in, every frame is the one due.
+        let error = worstError(played, (firstDue + 250)..<played.left.count)
+        XCTAssertLessThan(microseconds(error), 1, "worst timing error \(microseconds(error)) µs")
+    }
+
+    func testAScheduleOnTheFrameGridPlaysTheStreamBitForBit() {
+        let played = play(seconds: 1, line: { _ in self.line(start: 100_000_000) })
+        // Frame 0 due at output frame 4800; after the fade-in the samples are the stream's own.
+        for i in 5100..<played.left.count {
+            XCTAssertEqual(played.left[i], Float(0.5 * sin(omega * Double(i - 4800))), "frame \(i)")
+            if played.left[i] != Float(0.5 * sin(omega * Double(i - 4800))) { break }
+        }
+    }
+
+    func testDriftingClocksAreFollowedBySmoothResampling() {
+        for drift in [-150.0, 120.0] {
+            let played = play(seconds: 20, line: { _ in self.line(start: 50_000_000, driftPPM: drift) })
+            let error = worstError(played, 3000..<played.left.count)
+            XCTAssertLessThan(microseconds(error), 1, "\(drift) ppm: worst \(microseconds(error)) µs")
+        }
+    }
+
+    func testALateJoinerDropsWhatHasPassedAndStartsOnTime() {
+        // Frame 24000 (0.5 s in) is due at the first period; the ring starts at frame 0.
+        let played = play(seconds: 2, line: { _ in self.line(start: -500_000_000) })
+        XCTAssertEqual(played.due[0], 24_000, accuracy: 1e-9)
+        let error = worstError(played, 300..<played.left.count)
+        XCTAssertLessThan(microseconds(error), 1)
+    }
+
+    func testASmallStepOfTheClockEstimateIsSlidAwayWithoutAClick() {
+        // At 2 s the estimate moves 2 ms: too small for a resync, so the ratio bends for a while.
+        let played = play(seconds: 12, line: { t in self.line(start: 50_000_000 + (t >= 2_000_000_000 ? 2_000_000 : 0)) })
+        let stepAt = 200 * period
+        // No click: consecutive samples never differ more than the sine itself allows (ω × amplitude).
+        var largestJump: Float = 0
+        for i in (stepAt - 1000)..<played.left.count { largestJump = max(largestJump, abs(played.left[i] - played.left[i - 1])) }
+        XCTAssertLessThan(Double(largestJump), 0.5 * omega * 1.01)
+        // Converged again a few time constants later.
+        let late = worstError(played, (stepAt + 8 * rate)..<played.left.count)
+        XCTAssertLessThan(microseconds(late), 1, "after sliding: \(microseconds(late)) µs")
+        let meanwhile = worstError(played, (stepAt + rate / 2)..<(stepAt + rate))
+        XCTAssertGreaterThan(microseconds(meanwhile), 50, "still sliding half a second later, not jumping")
+    }
+
+    func testAStallIsFixedByAHardResyncNotAnOffset() {
+        // The producer stops delivering from frame 96000 to 1.5 s later, then catches up at once:
+        // an underrun. Afterwards playback is on the schedule again, not 1.5 s behind it.
+        let start: Int64 = 20_000_000
+        let played = play(seconds: 6, line: { _ in self.line(start: start) }, feed: { frame, t in
+            frame < 96_000 || t >= 3_500_000_000
+        })
+        let resumed = 350 * period
+        let error = worstError(played, (resumed + 600)..<played.left.count)
+        XCTAssertLessThan(microseconds(error), 1, "after the stall: \(microseconds(error)) µs")
+    }
+
+    func testAJumpOfTheScheduleResyncsWithAFade() {
+        // At 2 s the schedule jumps 50 ms ahead (a stream restart, a clock jump).
+        let played = play(seconds: 5, line: { t in self.line(start: 50_000_000 - (t >= 2_000_000_000 ? 50_000_000 : 0)) })
+        let jumpAt = 200 * period
+        let error = worstError(played, (jumpAt + 2 * period + 300)..<played.left.count)
+        XCTAssertLessThan(microseconds(error), 1)
+        var largestJump: Float = 0
+        for i in (jumpAt - 100)..<(jumpAt + 3 * period) { largestJump = max(largestJump, abs(played.left[i] - played.left[i - 1])) }
+        // A 5 ms (240-frame) fade adds at most amplitude / 240 per sample to the sine's own slope.
+        XCTAssertLessThan(Double(largestJump), 0.5 * (omega + 1.0 / 240) * 1.01, "faded, no click")
+    }
+
+    func testLatencyOffsetPlaysThatMuchEarlier() {
+        let played = play(seconds: 2, latencyOffset: 7_000_000, line: { _ in self.line(start: 100_000_000) })
+        // Frame 0 leaves the device 7 ms before its presentation time.
+        let firstDue = Int((93_000_000.0 * Double(rate) / 1e9).rounded(.up))
+        XCTAssertEqual(played.right[firstDue - 1], 0)
+        XCTAssertNotEqual(played.right[firstDue], 0)
+        XCTAssertLessThan(microseconds(worstError(played, (firstDue + 300)..<played.left.count)), 1)
+    }
+}
