@@ -12,8 +12,9 @@ work=$(mktemp -d /tmp/partycast-bench-broadcast.XXXXXX)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
-# CPU seconds (user + system, all threads) that GNU time wrote for a process.
-cpu_seconds() { awk '{ print $1 + $2 }' "$1"; }
+# CPU seconds (user + system, all threads) that GNU time wrote for a process (its last line;
+# a line before it says when the process exited non-zero).
+cpu_seconds() { tail -n 1 "$1" | awk '{ printf "%.3f", $1 + $2 }'; }
 
 sox -R -n -r 44100 -c 2 "$work/song.wav" synth 30 pinknoise tremolo 0.5 40 gain -n -3
 lame --quiet -b 192 "$work/song.wav" "$work/song.mp3"
@@ -47,13 +48,18 @@ for n in "${counts[@]}"; do
   complete=0; listener_cpu=0
   for i in $(seq "$n"); do
     frames=$(soxi -s "$work/l$i.wav" 2>/dev/null || echo 0)
-    [ "$frames" = "$expected" ] && complete=$((complete + 1))
+    if [ "$frames" = "$expected" ]; then
+      complete=$((complete + 1))
+    elif [ -z "${shown:-}" ]; then
+      shown=1; echo "bench-broadcast: l$i got $frames of $expected frames: $(tail -n 1 "$work/l$i.log")" >&2
+    fi
     listener_cpu=$(echo "$listener_cpu + $(cpu_seconds "$work/l$i.cpu")" | bc -l)
     rm -f "$work/l$i.wav"
   done
   cpu=$(cpu_seconds "$work/b$n.cpu")
   base=${base:-$cpu}
   mean=$(echo "$listener_cpu / $n" | bc -l)
+  unset shown
   printf "%9d %14.2f s %8.2fx %7d/%-4d %9.2f s (%4.1f %%)\n" "$n" "$cpu" "$(echo "$cpu / $base" | bc -l)" "$complete" "$n" \
     "$mean" "$(echo "100 * $mean / 30" | bc -l)"
 done

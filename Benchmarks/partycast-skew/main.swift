@@ -160,7 +160,15 @@ struct SkewCommand: ParsableCommand {
         let peak = correlations.indices.max { correlations[$0] < correlations[$1] }!
         guard correlations[peak] >= 0.5, peak >= Self.reach, peak < correlations.count - Self.reach else { return nil }
         // Periodic sound (a held note) correlates almost as well one period away: no clear answer.
-        let rival = correlations.indices.filter { abs($0 - peak) > 2 }.map { correlations[$0] }.max() ?? 0
+        // Rivals are the other local maxima outside the peak's own lobe.
+        var (lobeStart, lobeEnd) = (peak, peak)
+        while lobeStart > 0 && correlations[lobeStart - 1] < correlations[lobeStart] { lobeStart -= 1 }
+        while lobeEnd < correlations.count - 1 && correlations[lobeEnd + 1] < correlations[lobeEnd] { lobeEnd += 1 }
+        var rival = 0.0
+        for i in 1..<(correlations.count - 1) where i < lobeStart || i > lobeEnd {
+            let c = correlations[i]
+            if c > correlations[i - 1] && c >= correlations[i + 1] { rival = max(rival, c) }
+        }
         guard rival < 0.9 * correlations[peak] else { return nil }
         let fraction = Self.refine(correlations, around: peak)
         // REF's frame r0 + k sounds like other's frame o0 + lag + k: compare when each was played.

@@ -110,6 +110,7 @@ public final class Broadcaster: Sendable {
             guard try sendPackets(&pending, realFrames: realFrames + encoder.preSkip, final: true) else { return false }
         }
         // Let the last chunk play out before saying goodbye.
+        fanout.flushChunks()
         return waitUntil(start + timelineFrames * 1_000_000_000 / UInt64(encoder?.format.sampleRate ?? 48000))
     }
 
@@ -120,6 +121,9 @@ public final class Broadcaster: Sendable {
     private nonisolated(unsafe) var streamStartFrames: UInt64 = 0
     private nonisolated(unsafe) var sequence: UInt64 = 0
     private nonisolated(unsafe) var streamIndex: UInt32 = 0
+
+    /// Chunks due this soon after the one being sent go out with it.
+    static let batchWindowNanoseconds: UInt64 = 80_000_000
 
     /// Encodes whole packets from `pending` and sends each `leadMilliseconds` before it is due.
     /// With `final`, pads the last packet with silence; `realFrames` caps the frames chunks claim.
@@ -147,8 +151,14 @@ public final class Broadcaster: Sendable {
             chunk.payload = Data(packet)
             var envelope = PCEnvelope()
             envelope.body = .audioChunk(chunk)
-            guard waitUntil(pts - min(pts, UInt64(options.leadMilliseconds) * 1_000_000)) else { return false }
-            fanout.broadcastChunk(frame(envelope), presentationNanoseconds: pts, now: monotonicNanoseconds())
+            // Due `leadMilliseconds` before it plays; what falls due within the next batch window
+            // goes out with it, so each listener gets one write per window rather than per chunk.
+            let due = pts - min(pts, UInt64(options.leadMilliseconds) * 1_000_000)
+            if due > monotonicNanoseconds() + Self.batchWindowNanoseconds {
+                fanout.flushChunks()
+                guard waitUntil(due) else { return false }
+            }
+            fanout.queueChunk(frame(envelope), presentationNanoseconds: pts, now: monotonicNanoseconds())
             sequence += 1
             timelineFrames += UInt64(frames)
             let position = Double(timelineFrames - streamStartFrames) / Double(encoder.format.sampleRate)

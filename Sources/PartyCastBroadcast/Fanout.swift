@@ -15,9 +15,11 @@ public struct PeerInfo: Sendable {
     public var skippedChunks = 0
 }
 
-/// Shares each encoded message, serialized once, with every joined listener. A listener whose
-/// connection backs up misses chunks (it skips to the live edge) and, after `maxSkippedChunks` in a
-/// row, is cut off with a reason; no listener ever slows another or the broadcast.
+/// Shares each encoded message, serialized once, with every joined listener. Audio chunks are
+/// queued and go out together at each `flushChunks()`: one write per listener for several chunks,
+/// which is what keeps the cost of a listener small. A listener whose connection backs up misses
+/// chunks (it skips to the live edge) and, after `maxSkippedChunks` in a row, is cut off with a
+/// reason; no listener ever slows another or the broadcast.
 public final class Fanout: Sendable {
     struct Peer {
         var info: PeerInfo
@@ -32,6 +34,9 @@ public final class Fanout: Sendable {
         var preamble: [ByteBuffer] = []
         /// Chunks sent but not yet played (presentation time ahead of now), for late joiners.
         var backlog: [(presentationNanoseconds: UInt64, bytes: ByteBuffer)] = []
+        /// Chunks queued since the last flush, back to back, and how many.
+        var batch = ByteBuffer()
+        var batchChunks = 0
         var everJoined = 0
     }
 
@@ -50,34 +55,53 @@ public final class Fanout: Sendable {
     /// Sets what every new listener gets before any audio (and sends it to those already joined).
     public func setPreamble(_ messages: [ByteBuffer]) {
         state.withLock { s in
+            flushBatch(&s)
             s.preamble = messages
             for peer in s.peers.values { for m in messages { peer.channel.write(m, promise: nil) }; peer.channel.flush() }
         }
     }
 
-    /// Sends an audio chunk to everyone and keeps it for late joiners until it has been played.
-    public func broadcastChunk(_ bytes: ByteBuffer, presentationNanoseconds: UInt64, now: UInt64) {
+    /// Queues an audio chunk for everyone (sent at the next `flushChunks()`) and keeps it for late
+    /// joiners until it has been played.
+    public func queueChunk(_ bytes: ByteBuffer, presentationNanoseconds: UInt64, now: UInt64) {
         state.withLock { s in
             s.backlog.removeAll { $0.presentationNanoseconds < now }
             s.backlog.append((presentationNanoseconds, bytes))
-            send(bytes, in: &s)
+            var chunk = bytes
+            s.batch.writeBuffer(&chunk)
+            s.batchChunks += 1
         }
     }
 
-    /// Sends a control message (end of stream, goodbye) to everyone.
-    public func broadcast(_ bytes: ByteBuffer) {
-        state.withLock { send(bytes, in: &$0) }
+    /// Sends the queued chunks to everyone.
+    public func flushChunks() {
+        state.withLock { flushBatch(&$0) }
     }
 
-    private func send(_ bytes: ByteBuffer, in s: inout State) {
+    /// Sends a control message (end of stream, goodbye) to everyone, after the queued chunks.
+    public func broadcast(_ bytes: ByteBuffer) {
+        state.withLock { s in
+            flushBatch(&s)
+            send(bytes, chunks: 0, in: &s)
+        }
+    }
+
+    private func flushBatch(_ s: inout State) {
+        guard s.batchChunks > 0 else { return }
+        send(s.batch, chunks: s.batchChunks, in: &s)
+        s.batch = ByteBuffer()
+        s.batchChunks = 0
+    }
+
+    private func send(_ bytes: ByteBuffer, chunks: Int, in s: inout State) {
         var cutOff: [Int] = []
         for (id, var peer) in s.peers {
             if peer.channel.isWritable {
                 peer.channel.writeAndFlush(bytes, promise: nil)
                 peer.consecutiveSkips = 0
             } else {
-                peer.consecutiveSkips += 1
-                peer.info.skippedChunks += 1
+                peer.consecutiveSkips += chunks
+                peer.info.skippedChunks += chunks
                 if peer.consecutiveSkips > maxSkippedChunks { cutOff.append(id) }
             }
             s.peers[id] = peer
@@ -94,6 +118,8 @@ public final class Fanout: Sendable {
     /// Must be called on the peer channel's event loop (its writes then precede any broadcast's).
     func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int {
         state.withLock { s in
+            // What is queued goes to the others first: the backlog below already holds it.
+            flushBatch(&s)
             let id = s.nextID
             s.nextID += 1
             s.everJoined += 1
@@ -119,6 +145,7 @@ public final class Fanout: Sendable {
     /// been written; the futures complete when they are closed.
     public func finish(with goodbye: ByteBuffer) -> [EventLoopFuture<Void>] {
         state.withLock { s in
+            flushBatch(&s)
             defer { s.peers.removeAll() }
             return s.peers.values.map { peer in
                 let channel = peer.channel

@@ -65,22 +65,6 @@ final class BroadcastClient: Sendable {
     }
 
     func close() { channel.close(promise: nil) }
-
-    /// Runs clock exchanges on the connection's event loop until it closes: dense at first, then
-    /// sparse. t1 is stamped right before the write, on the loop that does it.
-    func startClockExchanges(_ clockSync: ClockSync) {
-        let channel = self.channel
-        @Sendable func exchange() {
-            guard channel.isActive else { return }
-            var request = PCClockRequest()
-            request.t1 = clockSync.clock.now()
-            var envelope = PCEnvelope()
-            envelope.body = .clockRequest(request)
-            if let bytes = try? WireFraming.encode(envelope) { channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil) }
-            channel.eventLoop.scheduleTask(in: .nanoseconds(clockSync.nextExchangeDelay())) { exchange() }
-        }
-        channel.eventLoop.execute { exchange() }
-    }
 }
 
 final class ClientHandler: ChannelInboundHandler {
@@ -101,9 +85,14 @@ final class ClientHandler: ChannelInboundHandler {
         decoder.push(unwrapInboundIn(data).readableBytesView)
         do {
             while let envelope = try decoder.next() {
-                if case .clockResponse(let response)? = envelope.body {
+                switch envelope.body {
+                case .clockResponse(let response)?:
                     clockSync.record(ClockSample(t1: response.t1, t2: response.t2, t3: response.t3, t4: arrivedAt))
-                } else {
+                case .welcome?:
+                    // Joined: the broadcaster answers clock requests from now on.
+                    startClockExchanges(on: context.channel)
+                    inbox.put(.message(envelope))
+                default:
                     inbox.put(.message(envelope))
                 }
             }
@@ -111,6 +100,22 @@ final class ClientHandler: ChannelInboundHandler {
             closedReason = "the broadcaster sent bad data (\(error))"
             context.close(promise: nil)
         }
+    }
+
+    /// Runs clock exchanges on the connection's event loop until it closes: dense at first, then
+    /// sparse. t1 is stamped right before the write, on the loop that does it.
+    private func startClockExchanges(on channel: Channel) {
+        let clockSync = self.clockSync
+        @Sendable func exchange() {
+            guard channel.isActive else { return }
+            var request = PCClockRequest()
+            request.t1 = clockSync.clock.now()
+            var envelope = PCEnvelope()
+            envelope.body = .clockRequest(request)
+            if let bytes = try? WireFraming.encode(envelope) { channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil) }
+            channel.eventLoop.scheduleTask(in: .nanoseconds(clockSync.nextExchangeDelay())) { exchange() }
+        }
+        exchange()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -92,7 +92,6 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
         var envelope = PCEnvelope()
         envelope.body = .hello(hello)
         client.send(envelope)
-        client.startClockExchanges(clockSync)
         log("connected to \(host):\(port)")
     }
 

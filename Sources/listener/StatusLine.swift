@@ -2,7 +2,7 @@ import PartyCastCore
 import PartyCastPlayer
 
 /// The one-line status display on a terminal: title/artist, elapsed/duration with a bar,
-/// buffer fill and state. Redrawn in place.
+/// buffer fill, party mode's sync error and state. Redrawn in place.
 enum StatusLine {
     static func draw(_ s: PlayerStatus) {
         var parts: [String] = []
@@ -18,6 +18,7 @@ enum StatusLine {
             parts.append(elapsed)
         }
         parts.append("buffer \(Int(s.bufferFill * 100))%")
+        if let sync = s.syncErrorMicroseconds { parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs") }
         parts.append(s.state.rawValue)
         printError("\r\u{1B}[2K" + parts.joined(separator: "  "), newline: false)
     }

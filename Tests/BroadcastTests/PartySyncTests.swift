@@ -32,7 +32,7 @@ final class PartySyncTests: XCTestCase {
         let directory = try temporaryDirectory()
         // Broadband sound gives a sharp correlation peak (a held note would repeat every period).
         let song = "\(directory)/noise.mp3"
-        XCTAssertEqual(try runProcess("sox", ["-R", "-n", "-r", "44100", "-c", "2", "\(directory)/noise.wav", "synth", "20", "pinknoise",
+        XCTAssertEqual(try runProcess("sox", ["-R", "-n", "-r", "44100", "-c", "2", "\(directory)/noise.wav", "synth", "25", "pinknoise",
                                               "tremolo", "0.5", "40", "gain", "-n", "-3"]).status, 0)
         XCTAssertEqual(try runProcess("lame", ["--quiet", "-b", "192", "\(directory)/noise.wav", song]).status, 0)
         let port = freePort()

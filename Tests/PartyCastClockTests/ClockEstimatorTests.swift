@@ -1,17 +1,6 @@
 import PartyCastClock
+import PartyCastSources
 import XCTest
-
-/// A seeded generator, so every run sees the same network.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A broadcaster seen from a listener: its clock, and the LAN in between. Local time is the
 /// simulation's true time.
@@ -132,7 +121,7 @@ struct Scenario {
     func broadcaster(seed: UInt64) -> SimulatedBroadcaster {
         SimulatedBroadcaster(
             offset: offset, driftPPM: driftPPM, origin: joinTime - 17 * second,
-            outboundQueueing: outboundQueueing, inboundQueueing: inboundQueueing, random: SplitMix64(state: seed))
+            outboundQueueing: outboundQueueing, inboundQueueing: inboundQueueing, random: SplitMix64(seed: seed))
     }
 }
 

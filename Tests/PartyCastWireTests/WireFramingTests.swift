@@ -1,19 +1,8 @@
 import Foundation
 import Glibc
 import PartyCastWire
+import PartyCastSources
 import XCTest
-
-/// A seeded generator, so a failing split or garbage input can be replayed from the seed printed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// What a decoder made of a byte stream: the messages, then the error that ended it, if any.
 struct Outcome: Equatable {
@@ -143,13 +132,13 @@ final class WireFramingTests: XCTestCase {
     }
 
     func testAnySplitGivesTheSameMessages() throws {
-        var rng = SplitMix64(state: 2024)
+        var rng = SplitMix64(seed: 2024)
         let messages = randomMessages(300, using: &rng)
         let stream = try messages.flatMap { try WireFraming.encode($0) }
         XCTAssertEqual(decode(stream) { stream.count }, Outcome(messages: messages))
         XCTAssertEqual(decode(stream) { 1 }, Outcome(messages: messages))
         for seed: UInt64 in 1...12 {
-            var pieces = SplitMix64(state: seed)
+            var pieces = SplitMix64(seed: seed)
             // Mostly tiny pieces (0 to 8 bytes, which split prefixes), sometimes large ones.
             let outcome = decode(stream) {
                 Bool.random(using: &pieces) ? Int.random(in: 0...8, using: &pieces) : Int.random(in: 0...100_000, using: &pieces)
@@ -210,13 +199,13 @@ final class WireFramingTests: XCTestCase {
     /// Random bytes, bare or behind a plausible length so they reach the protobuf decoder, end in
     /// a typed error or wait for more, never crash, and give the same outcome however they are split.
     func testGarbageFailsCleanly() {
-        var rng = SplitMix64(state: 0xBAD)
+        var rng = SplitMix64(seed: 0xBAD)
         var malformed = 0, tooLarge = 0
         for round in 0..<4000 {
             var bytes = (0..<Int.random(in: 0...120, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
             if round % 2 == 0 && !bytes.isEmpty { bytes = prefix(UInt32(bytes.count)) + bytes }
             let whole = decode(bytes) { bytes.count }
-            var pieces = SplitMix64(state: UInt64(round))
+            var pieces = SplitMix64(seed: UInt64(round))
             XCTAssertEqual(decode(bytes) { Int.random(in: 0...5, using: &pieces) }, whole, "round \(round)")
             switch whole.error {
             case .malformed?: malformed += 1
