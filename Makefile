@@ -50,9 +50,10 @@ fuzz: deps fixtures
 	Fuzz/.build/release/WireFrameFuzzer Fuzz/corpus-wire -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/wire- -print_final_stats=1
 
-# Broadcaster CPU for a 30 s song with 1, 10, 50 and 200 listeners on loopback; each gets the whole song.
+# Broadcaster CPU for a 30 s song with 1, 10, 50 and 200 listeners on loopback (bar: 50 ≤ 3 × 1);
+# each must get the whole song. BENCH_LISTENERS="1 50" picks the counts.
 bench-broadcast: release
-	scripts/bench-broadcast.sh
+	scripts/bench-broadcast.sh $(BENCH_LISTENERS)
 
 # Party-mode sync on the LAN harness: skew between listeners from their recordings (needs root).
 bench-sync: release

@@ -102,8 +102,12 @@ final class PeerHandler: ChannelInboundHandler {
                 return
             }
             let greeting = try? WireFraming.encode(welcome())
-            let id = fanout.join(channel: context.channel, name: hello.listenerName, host: hello.hostName,
-                                 address: address, first: greeting.map { [ByteBuffer(bytes: $0)] } ?? [])
+            guard let id = fanout.join(channel: context.channel, name: hello.listenerName, host: hello.hostName,
+                                       address: address, first: greeting.map { [ByteBuffer(bytes: $0)] } ?? []) else {
+                state = .closed
+                log("\(hello.listenerName)@\(address) came after the end; told it the broadcast is over")
+                return
+            }
             state = .joined(id: id, name: hello.listenerName)
             log("\(hello.listenerName)@\(address) joined")
         case (.joined, .clockRequest(let request)?):

@@ -123,7 +123,7 @@ public final class Broadcaster: Sendable {
     private nonisolated(unsafe) var streamIndex: UInt32 = 0
 
     /// Chunks due this soon after the one being sent go out with it.
-    static let batchWindowNanoseconds: UInt64 = 80_000_000
+    static let batchWindowNanoseconds: UInt64 = 100_000_000
 
     /// Encodes whole packets from `pending` and sends each `leadMilliseconds` before it is due.
     /// With `final`, pads the last packet with silence; `realFrames` caps the frames chunks claim.
@@ -167,13 +167,9 @@ public final class Broadcaster: Sendable {
         return true
     }
 
-    /// Sleeps until `deadline`, in short steps so a stop is noticed promptly; false when stopped.
+    /// Sleeps until `deadline`; false when stopped meanwhile.
     private func waitUntil(_ deadline: UInt64) -> Bool {
-        while monotonicNanoseconds() < deadline {
-            if stopRequested.load(ordering: .acquiring) { return false }
-            sleepUntil(monotonicNanoseconds: min(deadline, monotonicNanoseconds() + 50_000_000))
-        }
-        return !stopRequested.load(ordering: .acquiring)
+        sleepUntil(monotonicNanoseconds: deadline) { stopRequested.load(ordering: .acquiring) }
     }
 
     private func makeEncoder(for format: AudioFormat) throws(PartyCastError) -> AudioEncoder {

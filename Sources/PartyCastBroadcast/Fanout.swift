@@ -38,6 +38,8 @@ public final class Fanout: Sendable {
         var batch = ByteBuffer()
         var batchChunks = 0
         var everJoined = 0
+        /// Set by `finish`: what a listener that connects after the end is told before it is closed.
+        var farewell: ByteBuffer?
     }
 
     private let state = Mutex(State())
@@ -114,16 +116,26 @@ public final class Fanout: Sendable {
     }
 
     /// Registers a listener that completed the handshake and sends it the preamble and the
-    /// not-yet-played chunks, all under the lock, so it sees no gap and no duplicate.
+    /// not-yet-played chunks, all under the lock, so it sees no gap and no duplicate. After `finish`
+    /// it sends `first` and the goodbye instead, closes the connection and returns nil: replaying
+    /// the last chunks to a listener that reconnects while the broadcaster exits would repeat them.
     /// Must be called on the peer channel's event loop (its writes then precede any broadcast's).
-    func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int {
+    func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int? {
         state.withLock { s in
+            if let farewell = s.farewell {
+                for m in first + [farewell] { channel.write(m, promise: nil) }
+                channel.flush()
+                channel.close(promise: nil)
+                return nil
+            }
             // What is queued goes to the others first: the backlog below already holds it.
             flushBatch(&s)
             let id = s.nextID
             s.nextID += 1
             s.everJoined += 1
-            for m in first + s.preamble + s.backlog.map(\.bytes) { channel.write(m, promise: nil) }
+            let now = monotonicNanoseconds()
+            let unplayed = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.bytes)
+            for m in first + s.preamble + unplayed { channel.write(m, promise: nil) }
             channel.flush()
             s.peers[id] = Peer(info: PeerInfo(id: id, name: name, host: host, address: address), channel: channel)
             return id
@@ -146,6 +158,7 @@ public final class Fanout: Sendable {
     public func finish(with goodbye: ByteBuffer) -> [EventLoopFuture<Void>] {
         state.withLock { s in
             flushBatch(&s)
+            s.farewell = goodbye
             defer { s.peers.removeAll() }
             return s.peers.values.map { peer in
                 let channel = peer.channel

@@ -37,7 +37,15 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
     private var decoder: AudioDecoder?
     private var framesToSkip = 0
     private var sessionID: UInt64?
+    /// The last chunk decoded in this session: a reconnect to the same broadcast is sent the
+    /// unplayed chunks again, and those already played must not play twice.
+    private var lastSequence: UInt64?
     private var broadcastEnded = false
+    /// Whether the current connection has delivered audio; one that ended without any is retried
+    /// only after `retryDelay`, so a broadcaster that accepts and closes is not hammered.
+    private var heardAudio = false
+    private var retryDelay = NetworkSource.firstRetryDelay
+    private static let firstRetryDelay: UInt64 = 250_000_000
     private var scratch: [Float] = []
     private let log: @Sendable (String) -> Void
 
@@ -108,6 +116,7 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
             connection.withLock { $0 = nil }
             if broadcastEnded && options.once { return false }
             log(broadcastEnded ? "the broadcast ended; waiting for the next one" : "lost the broadcaster (\(reason)); reconnecting")
+            if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
             try reconnect()
             return true
         case .message(let envelope):
@@ -117,7 +126,10 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
                     throw PartyCastError(.io, mismatch.error.message)
                 }
                 broadcasterName = welcome.broadcasterName
-                if sessionID != welcome.sessionID { decoder = nil }  // a new broadcast: fresh decoder state
+                if sessionID != welcome.sessionID {  // a new broadcast: fresh decoder state
+                    decoder = nil
+                    lastSequence = nil
+                }
                 sessionID = welcome.sessionID
                 broadcastEnded = false
             case .streamFormat(let streamFormat)?:
@@ -164,6 +176,9 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
 
     private func decode(_ chunk: PCAudioChunk, into buffer: inout [Float]) throws(PartyCastError) {
         guard let decoder, let format else { return }
+        heardAudio = true
+        if let lastSequence, chunk.sequence <= lastSequence { return }
+        lastSequence = chunk.sequence
         scratch.removeAll(keepingCapacity: true)
         let frames = try decoder.decode([UInt8](chunk.payload), into: &scratch)
         // The codec's own delay comes out first; after that each chunk stands for frameCount frames.
@@ -184,18 +199,23 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
     }
 
     private func reconnect() throws(PartyCastError) {
-        var delay: UInt64 = 250_000_000
+        heardAudio = false
         while !cancelled.load(ordering: .acquiring) {
             do {
                 try connect()
                 return
             } catch {
-                log("\(error.message); retrying in \(Double(delay) / 1e9) s")
-                sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + delay)
-                delay = min(delay * 2, 4_000_000_000)
+                log("\(error.message); retrying in \(Double(retryDelay) / 1e9) s")
+                backOff()
             }
         }
         throw PartyCastError(.io, "stopped while reconnecting")
+    }
+
+    /// Waits `retryDelay` (cut short by `cancel()`) and doubles it, up to 4 s.
+    private func backOff() {
+        _ = sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + retryDelay) { cancelled.load(ordering: .acquiring) }
+        retryDelay = min(retryDelay * 2, 4_000_000_000)
     }
 
     /// Stops reconnect attempts and closes the connection (a user stop while the broadcaster is away).

@@ -29,13 +29,18 @@ public class FastOutput: @unchecked Sendable {
     private func run(renderer: Renderer, format: AudioFormat) -> OutputOutcome {
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: 4096 * format.channels)
         defer { buffer.deallocate() }
+        // Waits double while nothing comes, up to 16 ms: a file decodes faster than this drains, but a
+        // broadcast arrives in bursts 100 ms apart, and polling every 1 ms was most of a listener's CPU.
+        var wait: UInt64 = 1_000_000
         do throws(PartyCastError) {
             while !stopRequested.load(ordering: .acquiring) {
                 switch renderer.render(into: buffer) {
                 case .audio(let frames):
                     try consume(UnsafeBufferPointer(rebasing: buffer[0..<frames * format.channels]))
+                    wait = 1_000_000
                 case .silence:
-                    sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
+                    sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + wait)
+                    wait = min(wait * 2, 16_000_000)
                 case .finished(let frames):
                     try consume(UnsafeBufferPointer(rebasing: buffer[0..<frames * format.channels]))
                     try close()

@@ -18,16 +18,7 @@ final class LoopbackBroadcastTests: XCTestCase {
     /// Waits (bounded) until the broadcaster accepts connections.
     func waitForPort(_ port: Int) {
         for _ in 0..<100 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            } == 0
-            close(fd)
-            if connected { return }
+            if let fd = connectToLoopback(port: port) { close(fd); return }
             usleep(50_000)
         }
         XCTFail("broadcaster never listened on \(port)")
@@ -72,23 +63,16 @@ final class LoopbackBroadcastTests: XCTestCase {
         let server = try share(["tone:1000:9", "--codec", "pcm", "--start-in", "1"], port: port)
         waitForPort(port)
         let good = try join(port: port, output: "wav:\(directory)/good.wav")
-        func connection(_ send: [UInt8]) -> Int32 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+        func connection(_ send: [UInt8]) throws -> Int32 {
+            let fd = try XCTUnwrap(connectToLoopback(port: port), "the broadcaster refused a connection")
             if !send.isEmpty { _ = send.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             return fd
         }
-        let huge = connection([0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3])
+        let huge = try connection([0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3])
         var rng = SystemRandomNumberGenerator()
-        let random = connection((0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) })
-        let silent = connection([])
-        for _ in 0..<200 { close(connection([])) }
+        let random = try connection((0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        let silent = try connection([])
+        for _ in 0..<200 { close(try connection([])) }
         sleep(7)  // past the 5 s handshake timeout
         var probe = pollfd(fd: silent, events: Int16(POLLIN), revents: 0)
         XCTAssertEqual(poll(&probe, 1, 1000), 1, "the silent connection was closed")
@@ -140,7 +124,8 @@ final class LoopbackBroadcastTests: XCTestCase {
         let listening = try join(port: port, output: "wav:\(directory)/both.wav", extra: [])
         XCTAssertEqual(first.wait(timeout: 30).status, 0)
         XCTAssertTrue(listening.isRunning, "the listener quit when its broadcaster ended")
-        let second = try share(["tone:600:3", "--codec", "pcm", "--start-in", "1"], port: port)
+        // Its start leaves room for the listener's reconnect backoff (0.25, 0.5, 1 s…).
+        let second = try share(["tone:600:3", "--codec", "pcm", "--start-in", "3"], port: port)
         XCTAssertEqual(second.wait(timeout: 30).status, 0)
         sleep(1)
         XCTAssertTrue(listening.isRunning)
@@ -157,5 +142,94 @@ final class LoopbackBroadcastTests: XCTestCase {
         }
         XCTAssertEqual(hertz(48000..<96000), 300, accuracy: 5)
         XCTAssertEqual(hertz(192_000..<240_000), 600, accuracy: 5)
+    }
+
+    /// A connection that drops mid-broadcast is rejoined at once, and the broadcaster sends the
+    /// rejoining listener the chunks still ahead of their time, some of which it already has:
+    /// every sample is played once, none twice, none lost.
+    func testADroppedConnectionLosesAndRepeatsNothing() throws {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try share(["tone:1000:6", "--codec", "pcm", "--start-in", "1"], port: port)
+        waitForPort(port)
+        // 2 s of 48 kHz stereo float: mid-stream, with about a second of it not yet played.
+        let relay = try CuttingRelay(to: port, cutAfter: 2 * 48000 * 8)
+        defer { relay.stop() }
+        let listening = try join(port: relay.port, output: "wav:\(directory)/rejoined.wav")
+        let played = listening.wait(timeout: 60)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(played.status, 0, played.stderr)
+        XCTAssertTrue(played.stderr.contains("reconnecting"), "the relay cut the connection: \(played.stderr)")
+        XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
+        let audio = try readAudio("\(directory)/rejoined.wav")
+        XCTAssertEqual(audio.frames, 6 * 48000, "every sample once")
+        let sox = "\(directory)/sox.wav"
+        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "6", "sine", "1000", "vol", "0.5"])
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+    }
+}
+
+/// A TCP relay from a port of its own to 127.0.0.1:`upstream` that cuts its first connection
+/// after `cutAfter` bytes have come down it; later connections are relayed whole.
+final class CuttingRelay: @unchecked Sendable {
+    let port: Int
+    private let listening: Int32
+    private let cutAfter: Int
+    private let upstream: Int
+
+    init(to upstream: Int, cutAfter: Int) throws {
+        self.upstream = upstream
+        self.cutAfter = cutAfter
+        guard let (fd, port) = boundLoopbackSocket(), listen(fd, 8) == 0 else { throw POSIXError(.EADDRINUSE) }
+        listening = fd
+        self.port = port
+        Thread.detachNewThread { self.acceptLoop() }
+    }
+
+    /// Stops accepting; connections being relayed end when either side closes.
+    func stop() {
+        shutdown(listening, Int32(SHUT_RDWR))
+        close(listening)
+    }
+
+    private func acceptLoop() {
+        var first = true
+        while true {
+            let client = accept(listening, nil, nil)
+            guard client >= 0 else { return }
+            guard let server = connectToLoopback(port: upstream) else { close(client); continue }
+            let limit = first ? cutAfter : Int.max
+            first = false
+            let pair = SocketPair(client, server)
+            Thread.detachNewThread { Self.pump(from: client, to: server, limit: .max); pair.pumpEnded() }
+            Thread.detachNewThread { Self.pump(from: server, to: client, limit: limit); pair.pumpEnded() }
+        }
+    }
+
+    /// The two sockets of one relayed connection, closed when both pumps have ended.
+    private final class SocketPair: @unchecked Sendable {
+        private let sockets: (Int32, Int32)
+        private let lock = NSLock()
+        private var running = 2
+        init(_ a: Int32, _ b: Int32) { sockets = (a, b) }
+        func pumpEnded() {
+            let last = lock.withLock { running -= 1; return running == 0 }
+            if last { close(sockets.0); close(sockets.1) }
+        }
+    }
+
+    /// Copies until EOF, an error or `limit` bytes, then shuts both sockets so the other pump ends too.
+    private static func pump(from source: Int32, to destination: Int32, limit: Int) {
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        var total = 0
+        while total < limit {
+            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, min($0.count, limit - total)) }
+            guard count > 0 else { break }
+            let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress, count) }
+            guard written == count else { break }
+            total += count
+        }
+        shutdown(source, Int32(SHUT_RDWR))
+        shutdown(destination, Int32(SHUT_RDWR))
     }
 }

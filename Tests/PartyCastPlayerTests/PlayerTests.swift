@@ -107,7 +107,9 @@ final class PlayerTests: XCTestCase {
     }
 
     /// Real alsa-lib code on alsa-lib's own `file` plugin (over the `null` device): what reaches
-    /// the "device" is the tone sox makes.
+    /// the "device" is the tone sox makes. The `null` device takes frames as fast as they come, so
+    /// any pause of the producer would be an underrun (silence on the device); a tone shorter than
+    /// the player's 0.5 s prebuffer is all in the ring before playback starts, which rules that out.
     func testALSAOutputDeliversTheStreamToTheDevice() throws {
         let directory = try temporaryDirectory()
         let capture = directory + "/alsa.raw"
@@ -115,14 +117,15 @@ final class PlayerTests: XCTestCase {
         try """
             pcm.capture { type file; slave.pcm "null"; file "\(capture)"; format "raw" }
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        let result = try runProcess(productPath("listener"), ["play", "--quiet", "tone:1000:1", "--output", "alsa:capture"],
+        let result = try runProcess(productPath("listener"), ["play", "--quiet", "tone:1000:0.4", "--output", "alsa:capture"],
                                     timeout: 60, environment: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + config])
         XCTAssertEqual(result.status, 0, result.stderr)
         let raw = try Data(contentsOf: URL(fileURLWithPath: capture))
         let samples = raw.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         let reference = directory + "/sox.wav"
-        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", reference, "synth", "1", "sine", "1000", "vol", "0.5"])
+        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", reference, "synth", "0.4", "sine", "1000", "vol", "0.5"])
         let sox = try readAudio(reference)
+        XCTAssertEqual(sox.frames, 19_200)
         // The device heard silence while the player buffered; the tone starts at sin(0) = 0, so
         // its first non-zero sample is frame 1.
         guard let firstSound = samples.firstIndex(where: { $0 != 0 }) else { return XCTFail("the device got only silence") }

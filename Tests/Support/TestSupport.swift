@@ -92,15 +92,40 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
 
 /// A TCP port on 127.0.0.1 nobody listens on right now.
 public func freePort() -> Int {
+    guard let (fd, port) = boundLoopbackSocket() else { return 0 }
+    close(fd)
+    return port
+}
+
+/// A TCP socket bound to 127.0.0.1:`port` (0: a free one) and the port it got; nil if it cannot bind.
+public func boundLoopbackSocket(port: Int = 0) -> (fd: Int32, port: Int)? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
+    var address = loopbackAddress(port: port)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { close(fd); return nil }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A TCP connection to 127.0.0.1:`port`; nil when nobody accepts it.
+public func connectToLoopback(port: Int) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = loopbackAddress(port: port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+    guard connected else { close(fd); return nil }
+    return fd
+}
+
+private func loopbackAddress(port: Int) -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return address
 }
 
 public func temporaryDirectory() throws -> String {
