@@ -1,3 +1,4 @@
+import FuzzDriver
 import PartyCastMP3Parser
 
 /// Parses the input whole, then again split at a point taken from its first bytes: the parser must
@@ -36,18 +37,7 @@ func parse(_ pieces: [ArraySlice<UInt8>]) -> Outcome {
     return outcome
 }
 
-// SwiftPM links an executable target's entry point under the name `<target>_main`; hand control
-// to libFuzzer's driver from there.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-) -> CInt
-
 @_cdecl("MP3ParserFuzzer_main")
 func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var count = argc
-    var arguments = argv
-    return LLVMFuzzerRunDriver(&count, &arguments) { fuzzOneInput($0, $1) }
+    runLibFuzzer(argc, argv) { fuzzOneInput($0, $1) }
 }
