@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         systemLibrary("CMPG123", pkgConfig: "libmpg123", apt: "libmpg123-dev"),
@@ -51,7 +53,10 @@ let package = Package(
 
         // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
         // Messages of Proto/partycast.proto (generated code committed) and their length-prefixed framing.
-        .target(name: "PartyCastWire", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // The party key handshake (HMAC over fresh nonces) lives here too: it is part of the protocol.
+        .target(name: "PartyCastWire", dependencies: [
+            .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         // Opus and PCM packet encoders/decoders.
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "COpus"]),
         // mDNS publish/browse through avahi-client.
@@ -65,6 +70,7 @@ let package = Package(
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // Maps the listener's clock to the broadcaster's from NTP-style exchanges: offset and drift.
         .target(name: "PartyCastClock"),
@@ -72,14 +78,21 @@ let package = Package(
         .target(name: "PartyCastNetwork", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // What both programs share at the command line: one writer for every line, swift-log's
+        // handler, the party key option, exit statuses, Ctrl-C and keys.
+        .target(name: "PartyCastCLI", dependencies: [
+            "PartyCastCore", "PartyCastWire",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastDiscovery",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastDiscovery", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire",
+            "PartyCastBroadcast", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

@@ -1,11 +1,14 @@
+import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import PartyCastCore
 import PartyCastWire
 
-/// The TCP side of the broadcaster: accepts listeners, runs the handshake (Hello → Welcome) under
-/// a timeout, answers clock requests, and hands joined listeners to the `Fanout`. Hostile peers
-/// (garbage, oversized length prefixes, silence) are closed and logged; serving goes on.
+/// The TCP side of the broadcaster: accepts listeners, runs the handshake (Hello → Welcome, with the
+/// key challenge in between for a private party) under a timeout, answers clock requests, and hands
+/// joined listeners to the `Fanout`. Hostile peers (garbage, oversized length prefixes, silence,
+/// wrong keys) are closed and logged; serving goes on.
 public final class BroadcastServer: Sendable {
     public static let handshakeTimeout = TimeAmount.seconds(5)
     private let group: MultiThreadedEventLoopGroup
@@ -13,8 +16,9 @@ public final class BroadcastServer: Sendable {
     public let port: Int
 
     /// - Parameter welcome: builds the Welcome for a peer (protocol version, names, session).
-    public init(host: String, port: Int, fanout: Fanout, welcome: @escaping @Sendable () -> PCEnvelope,
-                log: @escaping @Sendable (String) -> Void) throws(PartyCastError) {
+    /// - Parameter key: a private party's key: only listeners that prove they hold it join.
+    public init(host: String, port: Int, fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope,
+                logger: Logger) throws(PartyCastError) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -24,7 +28,7 @@ public final class BroadcastServer: Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, welcome: welcome, log: log))
+                    try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome, logger: logger))
                 }
             }
         do {
@@ -43,29 +47,38 @@ public final class BroadcastServer: Sendable {
     }
 }
 
-/// One connection's life: waiting for Hello, then joined, then closed.
+/// One connection's life: waiting for Hello, proving the key both ways (private parties), joined,
+/// then closed.
 final class PeerHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    struct Peer {
+        var name: String
+        var host: String
+    }
+
     enum State {
         case awaitingHello
+        case awaitingKeyProof(Peer, listenerNonce: [UInt8], broadcasterNonce: [UInt8])
         case joined(id: Int, name: String)
         case closed
     }
 
     private let fanout: Fanout
+    private let key: PartyKey?
     private let welcome: @Sendable () -> PCEnvelope
-    private let log: @Sendable (String) -> Void
+    private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var state = State.awaitingHello
     private var address = "?"
     private var receivedAt: UInt64 = 0
 
-    init(fanout: Fanout, welcome: @escaping @Sendable () -> PCEnvelope, log: @escaping @Sendable (String) -> Void) {
+    init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, logger: Logger) {
         self.fanout = fanout
+        self.key = key
         self.welcome = welcome
-        self.log = log
+        self.logger = logger
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -73,8 +86,13 @@ final class PeerHandler: ChannelInboundHandler {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: BroadcastServer.handshakeTimeout) {
             let (handler, context) = loopBound.value
-            if case .awaitingHello = handler.state {
+            switch handler.state {
+            case .awaitingHello:
                 handler.drop(context, "sent no Hello within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
+            case .awaitingKeyProof:
+                handler.drop(context, "did not finish the key handshake within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
+            case .joined, .closed:
+                break
             }
         }
         context.fireChannelActive()
@@ -86,12 +104,13 @@ final class PeerHandler: ChannelInboundHandler {
         let buffer = unwrapInboundIn(data)
         decoder.push(buffer.readableBytesView)
         do {
-            while case .awaitingHello = state, let envelope = try decoder.next() { handle(envelope, context) }
-            while case .joined = state, let envelope = try decoder.next() { handle(envelope, context) }
+            while !isClosed, let envelope = try decoder.next() { handle(envelope, context) }
         } catch {
             drop(context, "sent bad data (\(error))")
         }
     }
+
+    private var isClosed: Bool { if case .closed = state { true } else { false } }
 
     private func handle(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
         switch (state, envelope.body) {
@@ -101,15 +120,36 @@ final class PeerHandler: ChannelInboundHandler {
                 drop(context, "speaks protocol \(hello.protocolVersion)")
                 return
             }
-            let greeting = try? WireFraming.encode(welcome())
-            guard let id = fanout.join(channel: context.channel, name: hello.listenerName, host: hello.hostName,
-                                       address: address, first: greeting.map { [ByteBuffer(bytes: $0)] } ?? []) else {
-                state = .closed
-                log("\(hello.listenerName)@\(address) came after the end; told it the broadcast is over")
+            let peer = Peer(name: String(untrusted: hello.listenerName, limit: 60), host: String(untrusted: hello.hostName, limit: 60))
+            guard let key else { return join(peer, context) }
+            guard hello.holdsKey else {
+                send(PCEnvelope.failure(.keyRequired, "this party is private: join it with --key (or PARTYCAST_KEY)"), context)
+                drop(context, "(\(peer.name)) has no party key; refused it")
                 return
             }
-            state = .joined(id: id, name: hello.listenerName)
-            log("\(hello.listenerName)@\(address) joined")
+            let listenerNonce = [UInt8](hello.listenerNonce)
+            guard listenerNonce.count == PartyKey.nonceBytes else {
+                drop(context, "(\(peer.name)) sent a key handshake nonce of \(listenerNonce.count) bytes")
+                return
+            }
+            let broadcasterNonce = PartyKey.freshNonce()
+            var challenge = PCKeyChallenge()
+            challenge.broadcasterNonce = Data(broadcasterNonce)
+            challenge.broadcasterProof = Data(key.broadcasterProof(listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce))
+            var reply = PCEnvelope()
+            reply.body = .keyChallenge(challenge)
+            send(reply, context)
+            state = .awaitingKeyProof(peer, listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce)
+        case (.awaitingKeyProof(let peer, let listenerNonce, let broadcasterNonce), .keyProof(let proof)?):
+            guard key?.verifyListener(proof.listenerProof, listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce) == true else {
+                send(PCEnvelope.failure(.keyRejected, "your party key is not this party's"), context)
+                drop(context, "(\(peer.name)) could not prove it holds the party key (a different key, or a replayed handshake); refused it")
+                return
+            }
+            join(peer, context)
+        case (_, .error(let error)?):
+            // A listener refusing us: its key differs, or it wants a private party and this one is public.
+            drop(context, "refused this broadcaster: \(String(untrusted: error.message))")
         case (.joined, .clockRequest(let request)?):
             var response = PCClockResponse()
             response.t1 = request.t1
@@ -121,13 +161,27 @@ final class PeerHandler: ChannelInboundHandler {
         case (.joined(let id, _), .status(let status)?):
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds), syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil)
         case (.joined(_, let name), .goodbye?):
-            log("\(name)@\(address) left")
+            logger.info("\(name)@\(address) left")
             close(context)
         case (.awaitingHello, _):
             drop(context, "spoke before saying Hello")
+        case (.awaitingKeyProof(let peer, _, _), _):
+            drop(context, "(\(peer.name)) broke off the key handshake")
         default:
             break  // Messages a listener has no business sending are ignored.
         }
+    }
+
+    private func join(_ peer: Peer, _ context: ChannelHandlerContext) {
+        let greeting = try? WireFraming.encode(welcome())
+        guard let id = fanout.join(channel: context.channel, name: peer.name, host: peer.host,
+                                   address: address, first: greeting.map { [ByteBuffer(bytes: $0)] } ?? []) else {
+            state = .closed
+            logger.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
+            return
+        }
+        state = .joined(id: id, name: peer.name)
+        logger.info("\(peer.name)@\(address) joined")
     }
 
     private func send(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
@@ -136,7 +190,7 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     private func drop(_ context: ChannelHandlerContext, _ reason: String) {
-        log("closed connection from \(address): it \(reason)")
+        logger.warning("closed connection from \(address): it \(reason)")
         close(context)
     }
 
@@ -149,7 +203,7 @@ final class PeerHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         if case .joined(let id, let name) = state {
             fanout.leave(id)
-            log("\(name)@\(address) disconnected")
+            logger.info("\(name)@\(address) disconnected")
         }
         state = .closed
         context.fireChannelInactive()

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import PartyCastCodec
 import PartyCastCore
@@ -40,10 +41,13 @@ public final class Broadcaster: Sendable {
     private let progressState = Mutex(BroadcastProgress())
     public let sessionID: UInt64
 
-    public init(sources: [(label: String, open: SourceFactory)], options: BroadcastOptions, fanout: Fanout) {
+    private let logger: Logger
+
+    public init(sources: [(label: String, open: SourceFactory)], options: BroadcastOptions, fanout: Fanout, logger: Logger) {
         self.sources = sources
         self.options = options
         self.fanout = fanout
+        self.logger = logger
         sessionID = UInt64.random(in: 1...UInt64.max)
     }
 
@@ -62,45 +66,26 @@ public final class Broadcaster: Sendable {
         return envelope
     }
 
-    /// Streams every source (repeating with `loop`) until the end or `stop()`; returns true at the end.
+    /// Streams every source (repeating with `loop`) until the end or `stop()`; returns true at the
+    /// end. A source that can't be opened or decoded is skipped with a line; the rest plays.
     public func run() throws(PartyCastError) -> Bool {
         start = monotonicNanoseconds() + UInt64(options.startInSeconds * 1e9)
         var pending: [Float] = []
         repeat {
+            var lastFailure: PartyCastError?
+            var played = 0
             for (label, open) in sources {
                 if stopRequested.load(ordering: .acquiring) { return false }
-                let decoded = try open()
-                try decoded.prepare()
-                guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "\(label): no audio") }
-                // One format for the whole broadcast: the encoder's, set by the first source.
-                if encoder == nil {
-                    encoder = try makeEncoder(for: sourceFormat)
+                do throws(PartyCastError) {
+                    guard try stream(label, open: open, pending: &pending) else { return false }
+                    played += 1
+                } catch {
+                    logger.warning("skipping \(label): \(error.message)")
+                    lastFailure = error
                 }
-                let target = encoder!.format
-                let source: PCMSource = sourceFormat == target
-                    ? decoded : try FormatConverter(source: decoded, sampleRate: target.sampleRate, channels: target.channels)
-                try source.prepare()
-                streamStartFrames = timelineFrames
-                fanout.setPreamble([frame(streamFormat(encoder!, streamIndex: streamIndex, total: source.duration.frames)),
-                                    frame(metadata(source.tags, label: label, streamIndex: streamIndex, duration: source.duration.frames))])
-                progressState.withLock {
-                    $0 = BroadcastProgress(streamIndex: Int(streamIndex), title: source.tags.title ?? label,
-                                           positionSeconds: 0, durationSeconds: source.duration.frames.map { Double($0) / Double(target.sampleRate) })
-                }
-                var more = true
-                while more {
-                    if stopRequested.load(ordering: .acquiring) { return false }
-                    more = try source.produce(into: &pending)
-                    // Whole packets only; what is left over goes out with the next source's first packet.
-                    guard try sendPackets(&pending, realFrames: nil) else { return false }
-                }
-                var end = PCEndOfStream()
-                end.streamIndex = streamIndex
-                var envelope = PCEnvelope()
-                envelope.body = .endOfStream(end)
-                fanout.broadcast(frame(envelope))
-                streamIndex += 1
             }
+            // Every source failed: the broadcast has nothing to play, and the reason is the last one.
+            if played == 0, let lastFailure { throw lastFailure }
         } while options.loop
         if let encoder {
             // The rest, plus the codec's delay in silence so its last real samples come out too;
@@ -111,7 +96,52 @@ public final class Broadcaster: Sendable {
         }
         // Let the last chunk play out before saying goodbye.
         fanout.flushChunks()
-        return waitUntil(start + timelineFrames * 1_000_000_000 / UInt64(encoder?.format.sampleRate ?? 48000))
+        return waitUntil(presentationTime(ofFrame: timelineFrames))
+    }
+
+    /// Plays one source to its end; false when stopped meanwhile.
+    private func stream(_ label: String, open: SourceFactory, pending: inout [Float]) throws(PartyCastError) -> Bool {
+        let decoded = try open()
+        try decoded.prepare()
+        guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
+        // One format for the whole broadcast: the encoder's, set by the first source.
+        if encoder == nil {
+            encoder = try makeEncoder(for: sourceFormat)
+        }
+        let target = encoder!.format
+        let source: PCMSource = sourceFormat == target
+            ? decoded : try FormatConverter(source: decoded, sampleRate: target.sampleRate, channels: target.channels)
+        try source.prepare()
+        streamStartFrames = timelineFrames
+        fanout.setPreamble([frame(streamFormat(encoder!, streamIndex: streamIndex, total: source.duration.frames)),
+                            frame(metadata(source.tags, label: label, streamIndex: streamIndex, duration: source.duration.frames))])
+        progressState.withLock {
+            $0 = BroadcastProgress(streamIndex: Int(streamIndex), title: source.tags.title ?? label,
+                                   positionSeconds: 0, durationSeconds: source.duration.frames.map { Double($0) / Double(target.sampleRate) })
+        }
+        defer {
+            var end = PCEndOfStream()
+            end.streamIndex = streamIndex
+            var envelope = PCEnvelope()
+            envelope.body = .endOfStream(end)
+            fanout.broadcast(frame(envelope))
+            streamIndex &+= 1
+        }
+        var more = true
+        while more {
+            if stopRequested.load(ordering: .acquiring) { return false }
+            more = try source.produce(into: &pending)
+            // Whole packets only; what is left over goes out with the next source's first packet.
+            guard try sendPackets(&pending, realFrames: nil) else { return false }
+        }
+        return true
+    }
+
+    /// When timeline frame `frame` is due, on this machine's monotonic clock. Exact for any
+    /// broadcast length: frames × 10⁹ alone would overflow after about four days at 48 kHz.
+    private func presentationTime(ofFrame frame: UInt64) -> UInt64 {
+        let rate = encoder?.format.sampleRate ?? 48000
+        return start &+ UInt64(StreamTime.nanoseconds(frames: Int64(clamping: frame), sampleRate: rate) ?? Int64.max)
     }
 
     // The pacer's state, touched only by the thread in run().
@@ -141,7 +171,7 @@ public final class Broadcaster: Sendable {
             pending.removeFirst(block)
             let frames = min(encoder.framesPerPacket, remainingReal)
             remainingReal -= frames
-            let pts = start + timelineFrames * 1_000_000_000 / UInt64(encoder.format.sampleRate)
+            let pts = presentationTime(ofFrame: timelineFrames)
             var chunk = PCAudioChunk()
             chunk.sequence = sequence
             chunk.mediaPosition = timelineFrames
@@ -210,12 +240,17 @@ public final class Broadcaster: Sendable {
     }
 
     /// Tells every listener the broadcast is over and closes the connections once flushed.
+    /// Waits at most `goodbyeDeadline` for any listener, however slow.
     public func sayGoodbye(_ reason: String) {
         var goodbye = PCGoodbye()
         goodbye.reason = reason
         var envelope = PCEnvelope()
         envelope.body = .goodbye(goodbye)
-        let closing = fanout.finish(with: frame(envelope))
+        let closing = fanout.finish(with: frame(envelope), deadline: Self.goodbyeDeadline)
         for future in closing { _ = try? future.wait() }
     }
+
+    /// Long enough to flush a goodbye to any listener still reading; short enough that Ctrl-C ends
+    /// the broadcaster within 2 s.
+    public static let goodbyeDeadline = TimeAmount.milliseconds(1000)
 }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import PartyCastCore
 import Synchronization
@@ -44,11 +45,11 @@ public final class Fanout: Sendable {
 
     private let state = Mutex(State())
     public let maxSkippedChunks: Int
-    private let log: @Sendable (String) -> Void
+    private let logger: Logger
 
-    public init(maxSkippedChunks: Int = 150, log: @escaping @Sendable (String) -> Void) {
+    public init(maxSkippedChunks: Int = 150, logger: Logger) {
         self.maxSkippedChunks = maxSkippedChunks
-        self.log = log
+        self.logger = logger
     }
 
     public var peers: [PeerInfo] { state.withLock { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
@@ -110,7 +111,7 @@ public final class Fanout: Sendable {
         }
         for id in cutOff {
             guard let peer = s.peers.removeValue(forKey: id) else { continue }
-            log("cut off \(peer.info.name)@\(peer.info.address): its connection fell \(maxSkippedChunks) chunks behind")
+            logger.warning("cut off \(peer.info.name)@\(peer.info.address): its connection fell \(maxSkippedChunks) chunks behind")
             peer.channel.close(promise: nil)
         }
     }
@@ -154,14 +155,16 @@ public final class Fanout: Sendable {
     }
 
     /// Sends `goodbye` to everyone and closes each connection once everything queued for it has
-    /// been written; the futures complete when they are closed.
-    public func finish(with goodbye: ByteBuffer) -> [EventLoopFuture<Void>] {
+    /// been written, or after `deadline` whatever the listener does (one that stopped reading
+    /// would otherwise hold its connection open for ever); the futures complete when they are closed.
+    public func finish(with goodbye: ByteBuffer, deadline: TimeAmount) -> [EventLoopFuture<Void>] {
         state.withLock { s in
             flushBatch(&s)
             s.farewell = goodbye
             defer { s.peers.removeAll() }
             return s.peers.values.map { peer in
                 let channel = peer.channel
+                channel.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) }
                 return channel.writeAndFlush(goodbye).flatMap { channel.close() }
             }
         }

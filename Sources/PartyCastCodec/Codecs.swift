@@ -22,7 +22,10 @@ public protocol AudioEncoder: AnyObject {
 /// Turns packets back into interleaved Float32.
 public protocol AudioDecoder: AnyObject {
     /// Appends the decoded frames; returns how many.
-    func decode(_ packet: [UInt8], into output: inout [Float]) throws(PartyCastError) -> Int
+    func decode(_ packet: some Collection<UInt8>, into output: inout [Float]) throws(PartyCastError) -> Int
+    /// Appends `frames` frames standing in for a packet that was lost or could not be decoded, so
+    /// the stream keeps its length: the codec's own concealment where it has one, else silence.
+    func conceal(frames: Int, into output: inout [Float])
 }
 
 public final class OpusEncoder: AudioEncoder {
@@ -74,19 +77,39 @@ public final class OpusDecoder: AudioDecoder {
         }
         self.decoder = decoder
         self.channels = channels
-        scratch = [Float](repeating: 0, count: 5760 * channels)
+        scratch = [Float](repeating: 0, count: Int(Self.maximumFrames) * channels)
     }
 
     deinit { opus_decoder_destroy(decoder) }
 
-    public func decode(_ packet: [UInt8], into output: inout [Float]) throws(PartyCastError) -> Int {
+    public func decode(_ packet: some Collection<UInt8>, into output: inout [Float]) throws(PartyCastError) -> Int {
+        // An empty packet would ask libopus for concealment; a packet must carry data to be one.
+        guard !packet.isEmpty, packet.count <= Int(Int32.max) else { throw PartyCastError(.decoder, "empty Opus packet") }
+        let bytes = Array(packet)
         let frames = scratch.withUnsafeMutableBufferPointer { out in
-            packet.withUnsafeBufferPointer { opus_decode_float(decoder, $0.baseAddress, Int32($0.count), out.baseAddress!, 5760, 0) }
+            bytes.withUnsafeBufferPointer { opus_decode_float(decoder, $0.baseAddress, Int32($0.count), out.baseAddress!, Self.maximumFrames, 0) }
         }
         guard frames >= 0 else { throw PartyCastError(.decoder, "corrupt Opus packet: \(String(cString: opus_strerror(frames)))") }
         output.append(contentsOf: scratch[0..<Int(frames) * channels])
         return Int(frames)
     }
+
+    /// libopus's packet-loss concealment (a null packet) for `frames`, which must be a multiple of
+    /// 2.5 ms; silence if it declines.
+    public func conceal(frames: Int, into output: inout [Float]) {
+        let wanted = max(0, min(frames, Int(Self.maximumFrames)))
+        let made = scratch.withUnsafeMutableBufferPointer { out in
+            opus_decode_float(decoder, nil, 0, out.baseAddress!, Int32(wanted), 0)
+        }
+        if made == Int32(wanted) {
+            output.append(contentsOf: scratch[0..<wanted * channels])
+        } else {
+            output.append(contentsOf: repeatElement(0, count: wanted * channels))
+        }
+    }
+
+    /// The longest Opus packet: 120 ms at 48 kHz.
+    public static let maximumFrames: Int32 = 5760
 }
 
 /// Float32 little-endian, as is.
@@ -113,15 +136,23 @@ public final class PCMDecoder: AudioDecoder {
     private let channels: Int
     public init(channels: Int) { self.channels = channels }
 
-    public func decode(_ packet: [UInt8], into output: inout [Float]) throws(PartyCastError) -> Int {
+    public func decode(_ packet: some Collection<UInt8>, into output: inout [Float]) throws(PartyCastError) -> Int {
         guard packet.count % (4 * channels) == 0 else {
             throw PartyCastError(.decoder, "PCM packet of \(packet.count) bytes is not a whole number of \(channels)-channel frames")
         }
         output.reserveCapacity(output.count + packet.count / 4)
-        for i in stride(from: 0, to: packet.count, by: 4) {
-            let bits = UInt32(packet[i]) | UInt32(packet[i + 1]) << 8 | UInt32(packet[i + 2]) << 16 | UInt32(packet[i + 3]) << 24
-            output.append(Float(bitPattern: bits))
+        var bits: UInt32 = 0
+        for (i, byte) in packet.enumerated() {
+            bits |= UInt32(byte) << (8 * UInt32(i & 3))
+            if i & 3 == 3 {
+                output.append(Float(bitPattern: bits))
+                bits = 0
+            }
         }
         return packet.count / 4 / channels
+    }
+
+    public func conceal(frames: Int, into output: inout [Float]) {
+        output.append(contentsOf: repeatElement(0, count: max(0, frames) * channels))
     }
 }

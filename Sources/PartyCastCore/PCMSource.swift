@@ -14,6 +14,9 @@ public protocol PCMSource: AnyObject {
     var isSeekable: Bool { get }
     /// Bytes the source dropped as unreadable (garbage between frames); 0 for generators.
     var skippedBytes: Int64 { get }
+    /// Packets the source could not use and made up for with silence or concealment (a broadcast's
+    /// corrupt or absurd chunks); 0 for files and generators.
+    var concealedPackets: Int { get }
 }
 
 /// How long a source is, and how sure we are.
@@ -34,6 +37,7 @@ public enum Duration: Sendable, Equatable {
 
 extension PCMSource {
     public var skippedBytes: Int64 { 0 }
+    public var concealedPackets: Int { 0 }
 }
 
 /// A source whose frames are due at set times (a live broadcast). In party mode the player plays

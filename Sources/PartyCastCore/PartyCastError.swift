@@ -11,10 +11,28 @@ public struct PartyCastError: Error, Sendable, Equatable, CustomStringConvertibl
         case decoder = "decoder"
         case output = "output"
         case invalidArgument = "invalid-argument"
+        /// The peer speaks another protocol version, or broke the protocol in a way retrying can't mend.
+        case incompatible = "incompatible"
+        /// A private party's key handshake failed: no key, a different key, or a peer that can't prove it.
+        case key = "key"
 
-        /// Exit statuses 2…10; 1 is left to the argument parser for usage errors.
+        /// The process exit status for this kind of error, the same in every PartyCast program and
+        /// documented in the README. Fixed numbers: adding or reordering codes never changes them.
+        /// 0 is success (or the user quit); 64 is a usage error, as the argument parser reports it.
         public var exitStatus: Int32 {
-            Int32(Code.allCases.firstIndex(of: self)!) + 2
+            switch self {
+            case .fileNotFound: 2
+            case .isDirectory: 3
+            case .permissionDenied: 4
+            case .notAudio: 5
+            case .unsupportedFormat: 6
+            case .io: 7
+            case .decoder: 8
+            case .output: 9
+            case .invalidArgument: 10
+            case .incompatible: 11
+            case .key: 12
+            }
         }
     }
 

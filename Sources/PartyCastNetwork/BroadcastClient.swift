@@ -5,63 +5,150 @@ import PartyCastCore
 import PartyCastWire
 import Synchronization
 
-/// What arrives from a broadcaster, queued for the listener's producer thread.
+/// What arrives from a broadcaster, queued for the listener's producer thread. Bounded by bytes, not
+/// by dropping: when it holds `byteBudget`, the connection stops reading (TCP pushes back on the
+/// broadcaster) until the producer has taken half of it. The end of a connection always gets in.
 final class Inbox: Sendable {
     enum Item: Sendable {
-        case message(PCEnvelope)
+        case message(PCEnvelope, arrivedAt: Int64)
         /// The connection ended; the reason is for the log.
         case closed(String)
+        /// Retrying can't help (another protocol version, the party key).
+        case failed(PartyCastError)
     }
 
-    /// About 40 s of 20 ms chunks; beyond that the oldest are dropped (and counted).
-    static let capacity = 2000
-    private let items = Mutex<[Item]>([])
-    private let dropped = Atomic<Int>(0)
+    /// About 10 s of float PCM stereo at 48 kHz, minutes of Opus; far below a small box's memory.
+    static let byteBudget = 4 << 20
+
+    private struct State {
+        var items: [(item: Item, bytes: Int)] = []
+        var head = 0
+        var bytes = 0
+        /// Set while reading is paused: resumes it.
+        var resume: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+    /// Signalled by every put and by `NetworkSource.Control.cancel()`.
     let wakeup = Wakeup()
 
-    func put(_ item: Item) {
-        items.withLock { q in
-            if q.count >= Self.capacity { q.removeFirst(); dropped.add(1, ordering: .relaxed) }
-            q.append(item)
+    /// Queues a message; false when the budget is spent and the caller should stop reading until
+    /// `resume` runs.
+    func put(_ item: Item, bytes: Int, resume: @escaping @Sendable () -> Void) -> Bool {
+        let accepted = state.withLock { s in
+            s.items.append((item, bytes))
+            s.bytes += bytes
+            guard s.bytes >= Self.byteBudget else { return true }
+            s.resume = resume
+            return false
         }
+        wakeup.signal()
+        return accepted
+    }
+
+    /// Queues the end of a connection, whatever the budget.
+    func close(_ item: Item) {
+        state.withLock { $0.items.append((item, 0)) }
         wakeup.signal()
     }
 
-    /// The next item, waiting up to `timeoutNanoseconds` for one.
+    /// The next item, waiting up to `timeoutNanoseconds` for one (less if signalled).
     func take(timeoutNanoseconds: UInt64) -> Item? {
-        if let item = items.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return item }
+        if let item = next() { return item }
         wakeup.wait(nanoseconds: timeoutNanoseconds)
-        return items.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        return next()
     }
 
-    var droppedCount: Int { dropped.load(ordering: .relaxed) }
+    private func next() -> Item? {
+        let (item, resume): (Item?, (@Sendable () -> Void)?) = state.withLock { s in
+            guard s.head < s.items.count else { return (nil, nil) }
+            let (item, bytes) = s.items[s.head]
+            s.head += 1
+            s.bytes -= bytes
+            if s.head * 2 >= s.items.count {  // amortized O(1) removal
+                s.items.removeFirst(s.head)
+                s.head = 0
+            }
+            guard s.bytes <= Self.byteBudget / 2, let resume = s.resume else { return (item, nil) }
+            s.resume = nil
+            return (item, resume)
+        }
+        resume?()
+        return item
+    }
+
+    /// Forgets what a dropped connection left unread (it is not to be played).
+    func discardMessages() {
+        let resume = state.withLock { s in
+            s.items = Array(s.items[s.head...].filter { if case .message = $0.item { false } else { true } })
+            s.head = 0
+            s.bytes = 0
+            defer { s.resume = nil }
+            return s.resume
+        }
+        resume?()
+    }
 }
 
-/// One TCP connection to a broadcaster: frames in, envelopes out to the inbox.
+/// One TCP connection to a broadcaster: the connection gate on its event loop, envelopes out to the
+/// inbox. Connecting can be cancelled at any moment.
 final class BroadcastClient: Sendable {
     private let channel: Channel
+    private let handler: NIOLoopBound<ClientHandler>
 
-    static func connect(host: String, port: Int, group: EventLoopGroup, inbox: Inbox, clockSync: ClockSync) throws(PartyCastError) -> BroadcastClient {
+    /// Connects, waiting until connected, failed, or `cancelled()` (checked whenever `wakeup` fires).
+    static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync,
+                        cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
+        let outcome = Mutex<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ClientHandler(inbox: inbox, clockSync: clockSync))
+                    try channel.pipeline.syncOperations.addHandler(ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync))
                 }
             }
-        do {
-            return BroadcastClient(channel: try bootstrap.connect(host: host, port: port).wait())
-        } catch {
-            throw PartyCastError(.io, "cannot connect to \(host):\(port): \(error)")
+        // Completes on the channel's event loop, where the handler may be touched.
+        let connecting = bootstrap.connect(host: host, port: port).flatMapThrowing { channel in
+            (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ClientHandler.self), eventLoop: channel.eventLoop))
         }
+        connecting.whenComplete { result in
+            outcome.withLock { $0 = result }
+            inbox.wakeup.signal()
+        }
+        while true {
+            if let result = outcome.withLock({ $0 }) {
+                switch result {
+                case .success(let (channel, handler)):
+                    if cancelled() { channel.close(promise: nil); break }
+                    return BroadcastClient(channel: channel, handler: handler)
+                case .failure(let error):
+                    throw PartyCastError(.io, "cannot connect to \(host):\(port): \(error)")
+                }
+                break
+            }
+            if cancelled() {
+                connecting.whenSuccess { $0.0.close(promise: nil) }
+                break
+            }
+            inbox.wakeup.wait(nanoseconds: 1_000_000_000)
+        }
+        throw PartyCastError(.io, "stopped while connecting to \(host):\(port)")
     }
 
-    private init(channel: Channel) { self.channel = channel }
+    private init(channel: Channel, handler: NIOLoopBound<ClientHandler>) {
+        self.channel = channel
+        self.handler = handler
+    }
 
-    func send(_ envelope: PCEnvelope) {
+    /// Sends a message of the stream phase; dropped until the broadcaster has welcomed us, so the
+    /// Hello (and the key handshake) always come first.
+    func sendIfJoined(_ envelope: PCEnvelope) {
         guard let bytes = try? WireFraming.encode(envelope) else { return }
-        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        let handler = self.handler
+        channel.eventLoop.execute {
+            handler.value.sendIfJoined(ByteBuffer(bytes: bytes))
+        }
     }
 
     func close() { channel.close(promise: nil) }
@@ -69,37 +156,73 @@ final class BroadcastClient: Sendable {
 
 final class ClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var gate: ConnectionGate
     private let inbox: Inbox
     private let clockSync: ClockSync
     private var decoder = WireFrameDecoder()
     private var closedReason: String?
+    private var context: ChannelHandlerContext?
 
-    init(inbox: Inbox, clockSync: ClockSync) {
+    init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync) {
+        self.gate = gate
         self.inbox = inbox
         self.clockSync = clockSync
     }
 
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// The Hello goes out the moment the connection exists, before anything else can be written.
+    func channelActive(context: ChannelHandlerContext) {
+        if let bytes = try? WireFraming.encode(gate.hello) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
+        context.fireChannelActive()
+    }
+
+    func sendIfJoined(_ bytes: ByteBuffer) {
+        guard gate.isJoined, let context else { return }
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // t4 of a clock exchange: as close to the socket read as this handler gets.
+        // t4 of a clock exchange, and the arrival time of chunks: as close to the socket read as this handler gets.
         let arrivedAt = clockSync.clock.now()
         decoder.push(unwrapInboundIn(data).readableBytesView)
         do {
-            while let envelope = try decoder.next() {
-                switch envelope.body {
-                case .clockResponse(let response)?:
-                    clockSync.record(ClockSample(t1: response.t1, t2: response.t2, t3: response.t3, t4: arrivedAt))
-                case .welcome?:
-                    // Joined: the broadcaster answers clock requests from now on.
-                    startClockExchanges(on: context.channel)
-                    inbox.put(.message(envelope))
-                default:
-                    inbox.put(.message(envelope))
-                }
+            while closedReason == nil, let envelope = try decoder.next() {
+                for verdict in gate.handle(envelope, arrivedAt: arrivedAt) { act(on: verdict, context: context, arrivedAt: arrivedAt) }
             }
         } catch {
-            closedReason = "the broadcaster sent bad data (\(error))"
-            context.close(promise: nil)
+            end(context, "it sent bad data (\(error))")
         }
+    }
+
+    private func act(on verdict: ConnectionGate.Verdict, context: ChannelHandlerContext, arrivedAt: Int64) {
+        switch verdict {
+        case .reply(let envelope):
+            if let bytes = try? WireFraming.encode(envelope) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
+        case .deliver(let envelope):
+            if case .welcome? = envelope.body { startClockExchanges(on: context.channel) }
+            let channel = context.channel
+            let keepReading = inbox.put(.message(envelope, arrivedAt: arrivedAt), bytes: decoder.lastMessageBytes) {
+                channel.eventLoop.execute { _ = channel.setOption(.autoRead, value: true) }
+            }
+            if !keepReading { _ = context.channel.setOption(.autoRead, value: false) }
+        case .clock(let sample):
+            clockSync.record(sample)
+        case .close(let reason):
+            end(context, reason)
+        case .fail(let error):
+            inbox.close(.failed(error))
+            end(context, error.message)
+        }
+    }
+
+    private func end(_ context: ChannelHandlerContext, _ reason: String) {
+        guard closedReason == nil else { return }
+        closedReason = reason
+        context.close(promise: nil)
     }
 
     /// Runs clock exchanges on the connection's event loop until it closes: dense at first, then
@@ -119,11 +242,10 @@ final class ClientHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        inbox.put(.closed(closedReason ?? "the connection closed"))
+        inbox.close(.closed(closedReason ?? "the connection closed"))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        closedReason = "the connection failed (\(error))"
-        context.close(promise: nil)
+        end(context, "the connection failed (\(error))")
     }
 }

@@ -39,6 +39,9 @@ final class ClockSync: Sendable {
 
     func record(_ sample: ClockSample) {
         state.withLock { s in
+            // Every answer echoes a t1 this connection sent: one from before it, or from after the
+            // answer arrived, is forged or replayed.
+            guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4 else { return }
             s.estimator.add(sample)
             publish(s)
         }

@@ -1,6 +1,5 @@
-import Foundation
+import Logging
 import NIOPosix
-import PartyCastCodec
 import PartyCastCore
 import PartyCastWire
 import Synchronization
@@ -10,10 +9,10 @@ import Synchronization
 public typealias EndpointResolver = @Sendable () throws(PartyCastError) -> (host: String, port: Int)
 
 /// A broadcast as a PCM source: wire frames (the parser) → Opus/PCM packets (the decoder) →
-/// samples for the player's ring. It rides out dropped connections and broadcaster restarts by
-/// reconnecting with backoff; the player just sees a short underrun.
-public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
-    // @unchecked: used from the player's producer thread only; the inbox is the thread boundary.
+/// samples for the player's ring. It rides out dropped connections, broadcaster restarts and
+/// broadcasters that break the protocol by reconnecting with backoff; the player just sees a short
+/// underrun. Used from the player's producer thread only; `Control` is what other threads hold.
+public final class NetworkSource: ScheduledPCMSource {
     public struct Options: Sendable {
         public var listenerName: String
         public var hostName: String
@@ -21,191 +20,175 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
         public var once = false
         /// The listener's clock, which clock sync relates to the broadcaster's.
         public var clock = LocalClock.system
+        /// Whether the listener plays on the broadcaster's schedule (told to the broadcaster).
+        public var sync = true
+        /// A private party's key: join only a broadcaster that proves it holds it.
+        public var key: PartyKey?
         public init(listenerName: String, hostName: String) {
             self.listenerName = listenerName
             self.hostName = hostName
         }
     }
 
+    /// The thread-safe side of a network source: stop it, or report to the broadcaster, from any thread.
+    public final class Control: Sendable {
+        let inbox = Inbox()
+        let clockSync: ClockSync
+        fileprivate let connection = Mutex<BroadcastClient?>(nil)
+        private let stopped = Atomic<Bool>(false)
+
+        public init(clock: LocalClock) { clockSync = ClockSync(clock: clock) }
+
+        /// Stops connecting, reconnecting and waiting, and closes the connection; the source's next
+        /// call returns promptly.
+        public func cancel() {
+            stopped.store(true, ordering: .releasing)
+            connection.withLock { $0?.close() }
+            inbox.wakeup.signal()
+        }
+
+        var isCancelled: Bool { stopped.load(ordering: .acquiring) }
+
+        /// Tells the broadcaster how this listener is doing (shown in its listener view).
+        public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
+            var status = PCStatus()
+            status.bufferMilliseconds = UInt32(clamping: bufferMilliseconds)
+            if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
+            var envelope = PCEnvelope()
+            envelope.body = .status(status)
+            connection.withLock { $0?.sendIfJoined(envelope) }
+        }
+    }
+
+    /// A connection must bring its stream format within this long, or it is dropped and tried again.
+    static let formatDeadline: UInt64 = 10_000_000_000
+    private static let firstRetryDelay: UInt64 = 250_000_000
+    private static let longestRetryDelay: UInt64 = 4_000_000_000
+
     private let resolve: EndpointResolver
     private let options: Options
+    private let control: Control
+    private let logger: Logger
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    private let inbox = Inbox()
-    private let clockSync: ClockSync
-    private let connection = Mutex<BroadcastClient?>(nil)
-    private let cancelled = Atomic<Bool>(false)
-    private var decoder: AudioDecoder?
-    private var framesToSkip = 0
-    private var sessionID: UInt64?
-    /// The last chunk decoded in this session: a reconnect to the same broadcast is sent the
-    /// unplayed chunks again, and those already played must not play twice.
-    private var lastSequence: UInt64?
+    /// Stable across reconnects, so the broadcaster can tell a rejoin from a new listener.
+    private let listenerID = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    private var receiver: StreamReceiver
     private var broadcastEnded = false
     /// Whether the current connection has delivered audio; one that ended without any is retried
     /// only after `retryDelay`, so a broadcaster that accepts and closes is not hammered.
     private var heardAudio = false
     private var retryDelay = NetworkSource.firstRetryDelay
-    private static let firstRetryDelay: UInt64 = 250_000_000
-    private var scratch: [Float] = []
-    private let log: @Sendable (String) -> Void
+    /// Why this listener is dropping the current connection, for the line that says so.
+    private var droppingBecause: String?
 
-    public private(set) var format: AudioFormat?
-    public private(set) var tags = TrackTags()
-    public private(set) var duration: Duration = .unknown
+    public var format: AudioFormat? { receiver.spec?.format }
+    public var tags: TrackTags { receiver.tags }
+    public var duration: Duration { receiver.duration }
     public var isSeekable: Bool { false }
-    public var skippedBytes: Int64 { 0 }
-    public private(set) var broadcasterName = ""
-    public var schedule: PlaybackSchedule { clockSync.schedule }
-    public private(set) var lastProducedFrame: Int?
-    private var preSkip = 0
+    public var concealedPackets: Int { receiver.droppedChunks + receiver.concealedChunks }
+    public var broadcasterName: String { receiver.broadcasterName }
+    public var schedule: PlaybackSchedule { control.clockSync.schedule }
+    public var lastProducedFrame: Int? { receiver.lastProducedFrame }
 
-    public init(options: Options, log: @escaping @Sendable (String) -> Void, resolve: @escaping EndpointResolver) {
+    public init(options: Options, control: Control, logger: Logger, resolve: @escaping EndpointResolver) {
         self.options = options
+        self.control = control
+        self.logger = logger
         self.resolve = resolve
-        self.log = log
-        clockSync = ClockSync(clock: options.clock)
+        receiver = StreamReceiver(clockSync: control.clockSync)
     }
 
     deinit {
-        connection.withLock { $0?.close() }
+        control.connection.withLock { $0?.close(); $0 = nil }
+        // Closing the channels first makes this quick whatever the peer does (a zero TCP window).
         try? group.syncShutdownGracefully()
     }
 
-    /// Connects, says Hello, and waits for the Welcome and the stream format.
+    /// Connects, says Hello, and waits for the Welcome and the stream format, reconnecting as for a
+    /// lost broadcaster when a connection breaks the protocol or brings no format in time.
     public func prepare() throws(PartyCastError) {
         try connect()
-        let deadline = monotonicNanoseconds() + 10_000_000_000
+        var deadline = monotonicNanoseconds() + Self.formatDeadline
+        var ignored: [Float] = []
         while format == nil {
-            guard monotonicNanoseconds() < deadline else {
-                throw PartyCastError(.io, "the broadcaster accepted the connection but sent no stream format within 10 s")
+            if control.isCancelled { throw PartyCastError(.io, "stopped while joining") }
+            let now = monotonicNanoseconds()
+            if now >= deadline {
+                drop(because: "it sent no stream format within \(Self.formatDeadline / 1_000_000_000) s")
+                deadline = now + Self.formatDeadline
             }
-            guard let item = inbox.take(timeoutNanoseconds: 100_000_000) else { continue }
-            var ignored: [Float] = []
-            if case .closed(let reason) = item {
-                throw PartyCastError(.io, "the broadcaster closed the connection before streaming: \(reason)")
+            guard let item = control.inbox.take(timeoutNanoseconds: deadline - min(deadline, now)) else { continue }
+            if case .closed = item, broadcastEnded, options.once {
+                throw PartyCastError(.io, "the broadcast ended before any audio arrived")
             }
-            _ = try handle(item, into: &ignored)
+            _ = try apply(item, into: &ignored)
+            if case .closed = item { deadline = monotonicNanoseconds() + Self.formatDeadline }
         }
+    }
+
+    public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        guard let item = control.inbox.take(timeoutNanoseconds: 50_000_000) else { return !control.isCancelled }
+        return try apply(item, into: &buffer)
+    }
+
+    /// Applies one inbox item; false when the stream is over for good.
+    private func apply(_ item: Inbox.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        switch item {
+        case .failed(let error):
+            throw error
+        case .closed(let reason):
+            control.connection.withLock { $0 = nil }
+            let why = droppingBecause ?? reason
+            droppingBecause = nil
+            if broadcastEnded && options.once { return false }
+            logger.warning(broadcastEnded ? "the broadcast ended; waiting for the next one"
+                                          : "lost the broadcaster (\(why)); reconnecting")
+            if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
+            try reconnect()
+            return true
+        case .message(let envelope, let arrivedAt):
+            guard droppingBecause == nil else { return true }  // the rest of a connection being dropped
+            switch receiver.receive(envelope, arrivedAt: arrivedAt, into: &buffer) {
+            case .continues:
+                if case .audioChunk? = envelope.body { heardAudio = true }
+            case .ended:
+                broadcastEnded = true
+            case .violation(let why):
+                drop(because: why)
+            }
+            return true
+        }
+    }
+
+    /// Ends the current connection because of what the broadcaster did; its `.closed` follows.
+    private func drop(because why: String) {
+        droppingBecause = why
+        control.inbox.discardMessages()
+        control.connection.withLock { $0?.close() }
     }
 
     private func connect() throws(PartyCastError) {
         let (host, port) = try resolve()
-        clockSync.connected()
-        let client = try BroadcastClient.connect(host: host, port: port, group: group, inbox: inbox, clockSync: clockSync)
-        connection.withLock { $0 = client }
-        var hello = PCHello()
-        hello.protocolVersion = partyCastProtocolVersion
-        hello.listenerName = options.listenerName
-        hello.hostName = options.hostName
-        var envelope = PCEnvelope()
-        envelope.body = .hello(hello)
-        client.send(envelope)
-        log("connected to \(host):\(port)")
-    }
-
-    public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
-        lastProducedFrame = nil
-        guard let item = inbox.take(timeoutNanoseconds: 50_000_000) else { return true }
-        return try handle(item, into: &buffer)
-    }
-
-    /// Applies one message; false when the stream is over for good.
-    private func handle(_ item: Inbox.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {
-        switch item {
-        case .closed(let reason):
-            connection.withLock { $0 = nil }
-            if broadcastEnded && options.once { return false }
-            log(broadcastEnded ? "the broadcast ended; waiting for the next one" : "lost the broadcaster (\(reason)); reconnecting")
-            if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
-            try reconnect()
-            return true
-        case .message(let envelope):
-            switch envelope.body {
-            case .welcome(let welcome)?:
-                if let mismatch = protocolMismatch(peerVersion: welcome.protocolVersion, peerRole: "broadcaster") {
-                    throw PartyCastError(.io, mismatch.error.message)
-                }
-                broadcasterName = welcome.broadcasterName
-                if sessionID != welcome.sessionID {  // a new broadcast: fresh decoder state
-                    decoder = nil
-                    lastSequence = nil
-                }
-                sessionID = welcome.sessionID
-                broadcastEnded = false
-            case .streamFormat(let streamFormat)?:
-                try adopt(streamFormat)
-            case .metadata(let metadata)?:
-                tags = TrackTags(title: metadata.title.isEmpty ? nil : metadata.title,
-                                 artist: metadata.artist.isEmpty ? nil : metadata.artist,
-                                 album: metadata.album.isEmpty ? nil : metadata.album)
-                duration = metadata.durationFrames > 0 ? .exact(frames: Int(metadata.durationFrames)) : .unknown
-            case .audioChunk(let chunk)?:
-                try decode(chunk, into: &buffer)
-            case .goodbye?:
-                broadcastEnded = true
-            case .error(let error)?:
-                throw PartyCastError(.io, "the broadcaster refused: \(error.message)")
-            default:
-                break
-            }
-            return true
-        }
-    }
-
-    private func adopt(_ streamFormat: PCStreamFormat) throws(PartyCastError) {
-        let announced = AudioFormat(sampleRate: Int(streamFormat.sampleRate), channels: Int(streamFormat.channels))
-        guard (8000...384_000).contains(announced.sampleRate), (1...8).contains(announced.channels) else {
-            throw PartyCastError(.io, "the broadcaster announced an unusable format (\(announced))")
-        }
-        if let format, format != announced {
-            throw PartyCastError(.io, "the broadcast changed format from \(format) to \(announced) mid-play; join again")
-        }
-        format = announced
-        guard decoder == nil else { return }
-        switch streamFormat.codec {
-        case .opus:
-            decoder = try OpusDecoder(channels: announced.channels)
-        case .pcmF32Le:
-            decoder = PCMDecoder(channels: announced.channels)
-        default:
-            throw PartyCastError(.io, "the broadcaster uses a codec this listener does not know; upgrade the listener")
-        }
-        preSkip = Int(streamFormat.preSkip)
-        framesToSkip = preSkip
-    }
-
-    private func decode(_ chunk: PCAudioChunk, into buffer: inout [Float]) throws(PartyCastError) {
-        guard let decoder, let format else { return }
-        heardAudio = true
-        if let lastSequence, chunk.sequence <= lastSequence { return }
-        lastSequence = chunk.sequence
-        scratch.removeAll(keepingCapacity: true)
-        let frames = try decoder.decode([UInt8](chunk.payload), into: &scratch)
-        // The codec's own delay comes out first; after that each chunk stands for frameCount frames.
-        var keep = min(frames, Int(chunk.frameCount))
-        var from = 0
-        if framesToSkip > 0 {
-            from = min(framesToSkip, keep)
-            framesToSkip -= from
-            keep -= from
-        }
-        // A fresh decoder's output runs `preSkip` frames behind the chunks' positions; those frames
-        // were skipped above, so what is kept starts at this stream frame.
-        if keep > 0 { lastProducedFrame = Int(chunk.mediaPosition) - preSkip + from }
-        clockSync.setTiming(ClockSync.StreamTiming(
-            originNanoseconds: chunk.presentationNanoseconds - Int64(chunk.mediaPosition) * 1_000_000_000 / Int64(format.sampleRate),
-            sampleRate: format.sampleRate))
-        buffer.append(contentsOf: scratch[(from * format.channels)..<((from + keep) * format.channels)])
+        control.clockSync.connected()
+        broadcastEnded = false
+        let gate = ConnectionGate(listenerName: options.listenerName, hostName: options.hostName, listenerID: listenerID,
+                                  wantsSync: options.sync, key: options.key)
+        let client = try BroadcastClient.connect(host: host, port: port, group: group, gate: gate, inbox: control.inbox,
+                                                 clockSync: control.clockSync) { control.isCancelled }
+        control.connection.withLock { $0 = client }
+        // A cancel that came while connecting missed this connection: close it here.
+        if control.isCancelled { client.close() }
+        logger.info("connected to \(host):\(port)")
     }
 
     private func reconnect() throws(PartyCastError) {
         heardAudio = false
-        while !cancelled.load(ordering: .acquiring) {
+        while !control.isCancelled {
             do {
                 try connect()
                 return
             } catch {
-                log("\(error.message); retrying in \(Double(retryDelay) / 1e9) s")
+                logger.warning("\(error.message); retrying in \(Double(retryDelay) / 1e9) s")
                 backOff()
             }
         }
@@ -214,27 +197,14 @@ public final class NetworkSource: ScheduledPCMSource, @unchecked Sendable {
 
     /// Waits `retryDelay` (cut short by `cancel()`) and doubles it, up to 4 s.
     private func backOff() {
-        _ = sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + retryDelay) { cancelled.load(ordering: .acquiring) }
-        retryDelay = min(retryDelay * 2, 4_000_000_000)
-    }
-
-    /// Stops reconnect attempts and closes the connection (a user stop while the broadcaster is away).
-    public func cancel() {
-        cancelled.store(true, ordering: .releasing)
-        connection.withLock { $0?.close() }
+        let deadline = monotonicNanoseconds() + retryDelay
+        while !control.isCancelled, case let now = monotonicNanoseconds(), now < deadline {
+            control.inbox.wakeup.wait(nanoseconds: deadline - now)
+        }
+        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
     }
 
     public func seek(toFrame frame: Int) throws(PartyCastError) {
         throw PartyCastError(.invalidArgument, "a live broadcast cannot seek")
-    }
-
-    /// Tells the broadcaster how this listener is doing (shown in its listener view).
-    public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
-        var status = PCStatus()
-        status.bufferMilliseconds = UInt32(max(0, bufferMilliseconds))
-        if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
-        var envelope = PCEnvelope()
-        envelope.body = .status(status)
-        connection.withLock { $0?.send(envelope) }
     }
 }

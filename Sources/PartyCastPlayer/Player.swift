@@ -178,7 +178,8 @@ public final class Player: Sendable {
 
     /// The single path for errors: the first one wins and stops the player.
     private func fail(_ s: inout Shared, _ error: PartyCastError) {
-        if s.status.stopReason == nil { s.status.stopReason = .error(error) }
+        // Once the user asked to stop, what fails on the way (a cancelled connection) is not news.
+        if s.status.stopReason == nil { s.status.stopReason = stopRequested.load(ordering: .acquiring) ? .user : .error(error) }
         transition(&s, to: .stopping)
     }
 
@@ -283,8 +284,13 @@ public final class Player: Sendable {
                         renderer.beginTimeline(atFrame: frame)
                     }
                 }
-                let (duration, skipped) = (source.duration, source.skippedBytes)
-                shared.withLock { $0.status.duration = duration; $0.status.skippedBytes = skipped }
+                let (duration, skipped, concealed, tags) = (source.duration, source.skippedBytes, source.concealedPackets, source.tags)
+                shared.withLock { s in
+                    s.status.duration = duration
+                    s.status.skippedBytes = skipped
+                    s.status.concealedPackets = concealed
+                    s.status.tags = tags
+                }
             }
             if written < pending.count {
                 written += pending.withUnsafeBufferPointer { ring.write(UnsafeBufferPointer(rebasing: $0[written...])) }

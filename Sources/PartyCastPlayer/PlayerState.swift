@@ -44,6 +44,8 @@ public struct PlayerStatus: Sendable {
     /// Party mode: how late playback is against the broadcast's schedule (µs; negative: early).
     public var syncErrorMicroseconds: Int?
     public var skippedBytes: Int64 = 0
+    /// Packets the source concealed (a broadcast's bad chunks).
+    public var concealedPackets = 0
     public var outputName = ""
 
     public var positionSeconds: Double {

@@ -1,6 +1,7 @@
 /// The wire protocol this build speaks, sent in Hello and Welcome. Peers must speak the same one:
 /// there is no negotiation, so a change to the meaning of any message bumps it.
-public let partyCastProtocolVersion: UInt32 = 1
+/// 2: the party key handshake (Hello.has_key/listener_nonce, KeyChallenge, KeyProof).
+public let partyCastProtocolVersion: UInt32 = 2
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and
@@ -10,10 +11,18 @@ public func protocolMismatch(peerVersion: UInt32, peerRole: String) -> PCEnvelop
     guard peerVersion != partyCastProtocolVersion else { return nil }
     let ourRole = peerRole == "listener" ? "broadcaster" : "listener"
     let older = peerVersion < partyCastProtocolVersion ? peerRole : ourRole
-    var error = PCError()
-    error.code = .protocolVersionMismatch
-    error.message = "the \(peerRole) speaks PartyCast protocol \(peerVersion), this \(ourRole) speaks \(partyCastProtocolVersion): upgrade the \(older)"
-    var envelope = PCEnvelope()
-    envelope.body = .error(error)
-    return envelope
+    return .failure(.protocolVersionMismatch,
+                    "the \(peerRole) speaks PartyCast protocol \(peerVersion), this \(ourRole) speaks \(partyCastProtocolVersion): upgrade the \(older)")
+}
+
+extension PCEnvelope {
+    /// An Error message: why a peer is being refused.
+    public static func failure(_ code: PCErrorCode, _ message: String) -> PCEnvelope {
+        var error = PCError()
+        error.code = code
+        error.message = message
+        var envelope = PCEnvelope()
+        envelope.body = .error(error)
+        return envelope
+    }
 }

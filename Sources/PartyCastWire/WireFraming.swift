@@ -64,6 +64,8 @@ public struct WireFrameDecoder: Sendable {
     /// Pushed bytes; those before `head` have been consumed and are dropped lazily, in `push`.
     private var buffer: [UInt8] = []
     private var head = 0
+    /// The framed size (prefix included) of the message `next()` returned last: what holding it costs.
+    public private(set) var lastMessageBytes = 0
 
     public init() {}
 
@@ -95,6 +97,7 @@ public struct WireFrameDecoder: Sendable {
                 let body = Array(buffer[head..<head + length])
                 head += length
                 state = .readingLength
+                lastMessageBytes = 4 + length
                 do {
                     return try PCEnvelope(serializedBytes: body)
                 } catch {

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Logging
 import PartyCastBroadcast
+import PartyCastCLI
 import PartyCastCodec
 import PartyCastCore
 import PartyCastDecoder
@@ -52,6 +54,10 @@ struct Share: ParsableCommand {
     @Flag(name: .customLong("no-mdns"), help: "Do not advertise over mDNS; listeners must use --host.")
     var noMDNS = false
 
+    @OptionGroup var key: PartyKeyOptions
+
+    @OptionGroup var logging: LoggingOptions
+
     func validate() throws {
         guard !sources.isEmpty else { throw ValidationError("give at least one source") }
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
@@ -60,6 +66,16 @@ struct Share: ParsableCommand {
     }
 
     func run() throws {
+        let logger = logging.bootstrap(program: "broadcaster")
+        installInterruptHandler()
+        do throws(PartyCastError) {
+            try share(logger: logger)
+        } catch {
+            throw exitFailing(error, program: "broadcaster")
+        }
+    }
+
+    private func share(logger: Logger) throws(PartyCastError) {
         let host = localHostName()
         var options = BroadcastOptions(name: name ?? "PartyCast on \(host)")
         options.codec = codec
@@ -67,62 +83,65 @@ struct Share: ParsableCommand {
         options.startInSeconds = startIn
         options.leadMilliseconds = buffer
         options.loop = loop
-        let factories = try sources.map { spec -> (label: String, open: Broadcaster.SourceFactory) in
-            if spec.hasPrefix("tone:") {
-                _ = try ToneGenerator(spec: String(spec.dropFirst(5)))  // reject a bad spec before going live
-                return (spec, { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) })
-            }
-            _ = try FileByteSource(path: spec)
-            let label = String(spec.split(separator: "/").last ?? Substring(spec))
-            return (label, { () throws(PartyCastError) -> PCMSource in try MP3Source(bytes: FileByteSource(path: spec)) })
-        }
-        let fanout = Fanout(log: log)
-        let broadcaster = Broadcaster(sources: factories, options: options, fanout: fanout)
-        let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, welcome: broadcaster.welcome, log: log)
+        let factories = try playableSources(logger: logger)
+        let partyKey = key.key
+        let fanout = Fanout(logger: logger)
+        let broadcaster = Broadcaster(sources: factories, options: options, fanout: fanout, logger: logger)
+        let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: broadcaster.welcome, logger: logger)
         defer { server.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
+            .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
         if !noMDNS {
             do throws(PartyCastError) {
                 publisher = try ServicePublisher(name: options.name, port: server.port, txt: txt.merging(["listeners": "0"]) { $1 }) { event in
-                    log("mDNS: \(event)")
+                    logger.info("mDNS: \(event)")
                 }
             } catch {
-                log("warning: not advertising over mDNS (\(error.message)); listeners can still join with --host \(host):\(server.port)")
+                logger.warning("not advertising over mDNS (\(error.message)); listeners can still join with --host \(host):\(server.port)")
             }
         }
-        log("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm"))")
-        installInterruptHandler()
+        let access = partyKey == nil ? "" : ", private: listeners need the key"
+        logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm")\(access))")
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
-                                    interrupted: { interrupted.load(ordering: .relaxed) },
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
+        let keys = KeyReader { if $0 == .quit { broadcaster.stop() } }
+        defer { keys?.finish() }
         let finished: Bool
         do {
             finished = try broadcaster.run()
         } catch {
             display.finish()
             broadcaster.sayGoodbye("the broadcaster failed: \(error.message)")
-            log("broadcaster: \(error)")
-            throw ExitCode(error.code.exitStatus)
+            throw error
         }
         display.finish()
         broadcaster.sayGoodbye(finished ? "the broadcast is over" : "the broadcaster was stopped")
         publisher?.stop()
-        log(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
+        logger.info(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
     }
-}
 
-func log(_ line: String) {
-    var text = line + "\n"
-    text.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
-}
-
-/// Set by SIGINT/SIGTERM: the status thread turns it into a goodbye to every listener.
-let interrupted = Atomic<Bool>(false)
-
-func installInterruptHandler() {
-    signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
-    signal(SIGTERM) { _ in interrupted.store(true, ordering: .relaxed) }
-    signal(SIGPIPE, SIG_IGN)
+    /// A factory per source; one that can't be read is skipped with a line, so the rest plays.
+    private func playableSources(logger: Logger) throws(PartyCastError) -> [(label: String, open: Broadcaster.SourceFactory)] {
+        var factories: [(label: String, open: Broadcaster.SourceFactory)] = []
+        var lastFailure: PartyCastError?
+        for spec in sources {
+            do throws(PartyCastError) {
+                if spec.hasPrefix("tone:") {
+                    _ = try ToneGenerator(spec: String(spec.dropFirst(5)))  // reject a bad spec before going live
+                    factories.append((spec, { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) }))
+                    continue
+                }
+                _ = try FileByteSource(path: spec)
+                let label = String(spec.split(separator: "/").last ?? Substring(spec))
+                factories.append((label, { () throws(PartyCastError) -> PCMSource in try MP3Source(bytes: FileByteSource(path: spec)) }))
+            } catch {
+                logger.warning("skipping \(spec): \(error.message)")
+                lastFailure = error
+            }
+        }
+        if factories.isEmpty, let lastFailure { throw lastFailure }
+        return factories
+    }
 }

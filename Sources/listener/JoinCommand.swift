@@ -1,4 +1,6 @@
 import ArgumentParser
+import Logging
+import PartyCastCLI
 import PartyCastCore
 import PartyCastDiscovery
 import PartyCastNetwork
@@ -28,15 +30,21 @@ struct List: ParsableCommand {
     @Option(help: "Seconds to listen for answers.")
     var timeout = 2.0
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() throws {
+        let logger = logging.bootstrap(program: "listener")
         let found: [DiscoveredService]
         do { found = try ServiceBrowser.browse(timeout: timeout) } catch {
-            printError("listener: \(error)")
-            throw ExitCode(error.code.exitStatus)
+            throw exitFailing(error, program: "listener")
         }
-        if found.isEmpty { printError("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)") }
+        if found.isEmpty { logger.notice("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)") }
         for service in found {
-            print("\(service.name)\t\(service.hostName)\t\(service.address):\(service.port)\tcodec=\(service.txt["codec"] ?? "?")\tlisteners=\(service.txt["listeners"] ?? "?")")
+            // Everything here came over mDNS from any machine on the LAN: made safe to print.
+            let fields = [service.name, service.hostName, "\(service.address):\(service.port)",
+                          "codec=\(service.txt["codec"] ?? "?")", "listeners=\(service.txt["listeners"] ?? "?")",
+                          service.txt["key"] == "required" ? "private (needs --key)" : "public"]
+            Console.output(fields.map { String(untrusted: $0, limit: 80) }.joined(separator: "\t"))
         }
     }
 }
@@ -70,6 +78,10 @@ struct Join: ParsableCommand {
     @Flag(name: .customLong("no-sync"), help: "Play as soon as audio arrives: lowest latency, not in step with other listeners.")
     var noSync = false
 
+    @OptionGroup var key: PartyKeyOptions
+
+    @OptionGroup var logging: LoggingOptions
+
     @Option(name: .customLong("simulate-clock"), help: ArgumentHelp(
         "Run this listener's clock (clock sync and virtual: card) OFFSET seconds off and DRIFT ppm fast against the machine's, to test sync on one machine.",
         valueName: "OFFSET_S,DRIFT_PPM"))
@@ -92,40 +104,49 @@ struct Join: ParsableCommand {
     }
 
     func run() throws {
+        let logger = logging.bootstrap(program: "listener")
+        // Before anything that can take a while (mDNS, connecting): Ctrl-C is a clean stop from here on.
+        installInterruptHandler()
         let clock = try simulatedClock()
-        let device = try resolveOutput(output, clock: clock)
+        let device = try resolveOutput(output, clock: clock, logger: logger)
         let resolver: EndpointResolver
         do { resolver = try endpointResolver() } catch let error as PartyCastError {
-            printError("listener: \(error)")
-            throw ExitCode(error.code.exitStatus)
+            if interrupted.load(ordering: .relaxed) { return }
+            throw exitFailing(error, program: "listener")
         }
         var options = NetworkSource.Options(listenerName: listenerName ?? localHostName(), hostName: localHostName())
         options.once = once
         options.clock = clock
-        let source = NetworkSource(options: options, log: { printError("listener: \($0)") }, resolve: resolver)
+        options.sync = !noSync
+        options.key = key.key
+        let control = NetworkSource.Control(clock: clock)
         var playerOptions = PlayerOptions()
         playerOptions.sync = !noSync
         playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000
         // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
         // when to play, so a little audio in hand is enough to start.
         playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
-        let player = Player(output: device, options: playerOptions) { () throws(PartyCastError) -> PCMSource in source }
-        let terminal = isatty(STDERR_FILENO) == 1 && !quiet
-        installInterruptHandler()
+        let sourceOptions = options
+        let player = Player(output: device, options: playerOptions) { () throws(PartyCastError) -> PCMSource in
+            NetworkSource(options: sourceOptions, control: control, logger: logger, resolve: resolver)
+        }
+        // The player first, so whatever the source throws once cancelled counts as the user's stop.
+        @Sendable func quit() {
+            player.stop()
+            control.cancel()
+        }
+        let keys = KeyReader { if $0 == .quit { quit() } }
+        let terminal = Console.isTerminal && !quiet
         let reports = Throttle(nanoseconds: 1_000_000_000)
         player.observe { status in
-            if interrupted.load(ordering: .relaxed) { source.cancel(); player.stop() }
-            if reports.due() { source.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds) }
+            if interrupted.load(ordering: .relaxed) { quit() }
+            if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds) }
             if terminal { StatusLine.draw(status) }
         }
         let reason = player.run()
-        if terminal { StatusLine.end() }
-        switch reason {
-        case .endOfStream, .user: return
-        case .error(let error), .temporary(let error):
-            printError("listener: \(error)")
-            throw ExitCode(error.code.exitStatus)
-        }
+        keys?.finish()
+        if terminal { Console.endStatus() }
+        try finish(reason)
     }
 
     /// How to find the broadcaster before each (re)connection.
@@ -144,7 +165,7 @@ struct Join: ParsableCommand {
         return { () throws(PartyCastError) in
             let found = try ServiceBrowser.browse(timeout: 2)
             guard let service = found.first(where: { $0.name == chosen.name }) else {
-                throw PartyCastError(.io, "\"\(chosen.name)\" is not on the LAN right now")
+                throw PartyCastError(.io, "\"\(String(untrusted: chosen.name, limit: 60))\" is not on the LAN right now")
             }
             return (service.address, service.port)
         }
@@ -161,11 +182,13 @@ struct Join: ParsableCommand {
         case 0: throw PartyCastError(.io, "no broadcasters found on the LAN; start one with `broadcaster share`, or give --host")
         case 1: return found[0]
         default:
-            for (i, service) in found.enumerated() { printError("  \(i + 1). \(service.name)  (\(service.hostName), \(service.address):\(service.port))") }
+            for (i, service) in found.enumerated() {
+                Console.line("  \(i + 1). " + String(untrusted: "\(service.name)  (\(service.hostName), \(service.address):\(service.port))", limit: 120))
+            }
             guard isatty(STDIN_FILENO) == 1 else {
                 throw PartyCastError(.invalidArgument, "\(found.count) broadcasters found; name the one to join")
             }
-            printError("join which one? ", newline: false)
+            Console.prompt("join which one? ")
             guard let line = readLine(), let pick = Int(line), found.indices.contains(pick - 1) else {
                 throw PartyCastError(.invalidArgument, "no broadcaster chosen")
             }

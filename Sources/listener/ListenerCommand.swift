@@ -1,18 +1,16 @@
 import ArgumentParser
+import Logging
+import PartyCastCLI
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastOutput
 import PartyCastPlayer
 import PartyCastSources
-import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
 @main
 struct Listener: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Plays PartyCast audio: local files now, a broadcaster on the LAN next.",
+        abstract: "Plays PartyCast audio: local files, or a broadcaster on the LAN.",
         subcommands: [Play.self, Join.self, List.self])
 }
 
@@ -45,8 +43,12 @@ struct Play: ParsableCommand {
     @Flag(name: .shortAndLong, help: "No status line.")
     var quiet = false
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() throws {
-        let device = try resolveOutput(output)
+        let logger = logging.bootstrap(program: "listener")
+        installInterruptHandler()
+        let device = try resolveOutput(output, logger: logger)
         let options = PlayerOptions(startSeconds: start)
         let (source, rate, channels) = (self.source, self.rate, self.channels)
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
@@ -56,51 +58,47 @@ struct Play: ParsableCommand {
             guard rate != nil || channels != nil else { return decoded }
             return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }
-        let terminal = isatty(STDERR_FILENO) == 1 && !quiet
-        let keys = isatty(STDIN_FILENO) == 1 ? KeyReader(player: player) : nil
-        installInterruptHandler()
+        let terminal = Console.isTerminal && !quiet
+        let keys = KeyReader { key in
+            switch key {
+            case .space: player.togglePause()
+            case .left: player.seek(bySeconds: -10)
+            case .right: player.seek(bySeconds: 10)
+            case .quit: player.stop()
+            }
+        }
         player.observe { status in
             if interrupted.load(ordering: .relaxed) { player.stop() }
             if terminal { StatusLine.draw(status) }
         }
         let reason = player.run()
         keys?.finish()
-        if terminal { StatusLine.end() }
+        if terminal { Console.endStatus() }
         let status = player.status
         if status.skippedBytes > 0 {
-            printError("listener: skipped \(status.skippedBytes) bytes that were not audio")
+            logger.notice("skipped \(status.skippedBytes) bytes that were not audio")
         }
-        switch reason {
-        case .endOfStream, .user: return
-        case .error(let error), .temporary(let error):
-            printError("listener: \(error)")
-            throw ExitCode(error.code.exitStatus)
-        }
+        try finish(reason)
+    }
+}
+
+/// Exits as the player's stop reason says: 0 for the end of the stream or a quit, else the error's status.
+func finish(_ reason: StopReason) throws {
+    switch reason {
+    case .endOfStream, .user: return
+    case .error(let error), .temporary(let error): throw exitFailing(error, program: "listener")
     }
 }
 
 /// `auto` plays on ALSA's default device, or says there is none and uses the simulated card.
-func resolveOutput(_ output: String, clock: LocalClock = .system) throws -> AudioOutput {
+func resolveOutput(_ output: String, clock: LocalClock = .system, logger: Logger) throws -> AudioOutput {
     guard output == "auto" else {
         do { return try makeOutput(output, clock: clock) } catch { throw ValidationError(error.message) }
     }
     if let problem = ALSAOutput.probe(device: "default") {
         let path = "partycast-virtual.wav"
-        printError("listener: no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
+        logger.notice("no ALSA device to play on (\(problem.message.prefix { $0 != ";" })); playing on the simulated card virtual:\(path) instead")
         return VirtualCardOutput(path: path, clock: clock)
     }
     return ALSAOutput(device: "default", clock: clock)
-}
-
-func printError(_ line: String, newline: Bool = true) {
-    var text = newline ? line + "\n" : line
-    text.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
-}
-
-/// Set by SIGINT/SIGTERM; the control loop's observer turns it into a clean stop.
-let interrupted = Atomic<Bool>(false)
-
-func installInterruptHandler() {
-    signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
-    signal(SIGTERM) { _ in interrupted.store(true, ordering: .relaxed) }
 }

@@ -79,6 +79,12 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   case malformed // = 3
   case timeout // = 4
   case queueOverflow // = 5
+
+  /// The party is private and the listener has no key.
+  case keyRequired // = 6
+
+  /// A proof did not verify: the two sides hold different keys (or a handshake was replayed).
+  case keyRejected // = 7
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -93,6 +99,8 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 3: self = .malformed
     case 4: self = .timeout
     case 5: self = .queueOverflow
+    case 6: self = .keyRequired
+    case 7: self = .keyRejected
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -105,6 +113,8 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .malformed: return 3
     case .timeout: return 4
     case .queueOverflow: return 5
+    case .keyRequired: return 6
+    case .keyRejected: return 7
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -117,6 +127,8 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .malformed,
     .timeout,
     .queueOverflow,
+    .keyRequired,
+    .keyRejected,
   ]
 
 }
@@ -218,6 +230,22 @@ public nonisolated struct PCEnvelope: Sendable {
     set {body = .status(newValue)}
   }
 
+  public var keyChallenge: PCKeyChallenge {
+    get {
+      if case .keyChallenge(let v)? = body {return v}
+      return PCKeyChallenge()
+    }
+    set {body = .keyChallenge(newValue)}
+  }
+
+  public var keyProof: PCKeyProof {
+    get {
+      if case .keyProof(let v)? = body {return v}
+      return PCKeyProof()
+    }
+    set {body = .keyProof(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -232,6 +260,8 @@ public nonisolated struct PCEnvelope: Sendable {
     case clockRequest(PCClockRequest)
     case clockResponse(PCClockResponse)
     case status(PCStatus)
+    case keyChallenge(PCKeyChallenge)
+    case keyProof(PCKeyProof)
 
   }
 
@@ -255,6 +285,44 @@ public nonisolated struct PCHello: Sendable {
 
   /// Whether the listener will run the clock exchange to play in step with the others.
   public var wantsSync: Bool = false
+
+  /// Set when the listener holds a party key: it will accept only a broadcaster that proves it holds
+  /// the same key, over `listener_nonce` (32 fresh random bytes per connection).
+  public var holdsKey: Bool = false
+
+  public var listenerNonce: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Broadcaster → listener, instead of Welcome, when the party is private and the Hello said
+/// holds_key: proof = HMAC-SHA256(party key, "partycast broadcaster" ‖ listener_nonce ‖ broadcaster_nonce),
+/// with broadcaster_nonce 32 fresh random bytes. The listener checks it before proving anything.
+public nonisolated struct PCKeyChallenge: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var broadcasterNonce: Data = Data()
+
+  public var broadcasterProof: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Listener → broadcaster, the answer to a KeyChallenge that verified:
+/// proof = HMAC-SHA256(party key, "partycast listener" ‖ broadcaster_nonce ‖ listener_nonce).
+/// The broadcaster then sends Welcome, or Error KEY_REJECTED.
+public nonisolated struct PCKeyProof: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var listenerProof: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -472,12 +540,12 @@ nonisolated extension PCCodecKind: SwiftProtobuf._ProtoNameProviding {
 }
 
 nonisolated extension PCErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}PROTOCOL_VERSION_MISMATCH\0\u{1}MESSAGE_TOO_LARGE\0\u{1}MALFORMED\0\u{1}TIMEOUT\0\u{1}QUEUE_OVERFLOW\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}PROTOCOL_VERSION_MISMATCH\0\u{1}MESSAGE_TOO_LARGE\0\u{1}MALFORMED\0\u{1}TIMEOUT\0\u{1}QUEUE_OVERFLOW\0\u{1}KEY_REQUIRED\0\u{1}KEY_REJECTED\0")
 }
 
 nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0\u{3}key_challenge\0\u{3}key_proof\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -628,6 +696,32 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
           self.body = .status(v)
         }
       }()
+      case 12: try {
+        var v: PCKeyChallenge?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keyChallenge(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keyChallenge(v)
+        }
+      }()
+      case 13: try {
+        var v: PCKeyProof?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keyProof(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keyProof(v)
+        }
+      }()
       default: break
       }
     }
@@ -683,6 +777,14 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       guard case .status(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
     }()
+    case .keyChallenge?: try {
+      guard case .keyChallenge(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    }()
+    case .keyProof?: try {
+      guard case .keyProof(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -697,7 +799,7 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}listener_name\0\u{3}host_name\0\u{3}listener_id\0\u{3}wants_sync\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}listener_name\0\u{3}host_name\0\u{3}listener_id\0\u{3}wants_sync\0\u{3}holds_key\0\u{3}listener_nonce\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -710,6 +812,8 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
       case 3: try { try decoder.decodeSingularStringField(value: &self.hostName) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.listenerID) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.wantsSync) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.holdsKey) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.listenerNonce) }()
       default: break
       }
     }
@@ -731,6 +835,12 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if self.wantsSync != false {
       try visitor.visitSingularBoolField(value: self.wantsSync, fieldNumber: 5)
     }
+    if self.holdsKey != false {
+      try visitor.visitSingularBoolField(value: self.holdsKey, fieldNumber: 6)
+    }
+    if !self.listenerNonce.isEmpty {
+      try visitor.visitSingularBytesField(value: self.listenerNonce, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -740,6 +850,73 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if lhs.hostName != rhs.hostName {return false}
     if lhs.listenerID != rhs.listenerID {return false}
     if lhs.wantsSync != rhs.wantsSync {return false}
+    if lhs.holdsKey != rhs.holdsKey {return false}
+    if lhs.listenerNonce != rhs.listenerNonce {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCKeyChallenge: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyChallenge"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}broadcaster_nonce\0\u{3}broadcaster_proof\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.broadcasterNonce) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.broadcasterProof) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.broadcasterNonce.isEmpty {
+      try visitor.visitSingularBytesField(value: self.broadcasterNonce, fieldNumber: 1)
+    }
+    if !self.broadcasterProof.isEmpty {
+      try visitor.visitSingularBytesField(value: self.broadcasterProof, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCKeyChallenge, rhs: PCKeyChallenge) -> Bool {
+    if lhs.broadcasterNonce != rhs.broadcasterNonce {return false}
+    if lhs.broadcasterProof != rhs.broadcasterProof {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCKeyProof: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyProof"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}listener_proof\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.listenerProof) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.listenerProof.isEmpty {
+      try visitor.visitSingularBytesField(value: self.listenerProof, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCKeyProof, rhs: PCKeyProof) -> Bool {
+    if lhs.listenerProof != rhs.listenerProof {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

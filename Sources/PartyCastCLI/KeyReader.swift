@@ -1,0 +1,63 @@
+import PartyCastCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads keys from a terminal in raw mode on its own thread: space, ←/→, q. The thread sleeps in
+/// poll(2) until a key or `finish()` (a byte down a pipe) wakes it: no periodic wakeups.
+public final class KeyReader {
+    public enum Key: Sendable {
+        case space, left, right, quit
+    }
+
+    private let saved: termios
+    /// A pipe: `finish()` writes to [1], the thread wakes on [0].
+    private let stop: [Int32]
+    private let thread: DedicatedThread
+
+    /// Nil when standard input is not a terminal (nothing to read keys from).
+    public init?(onKey: @escaping @Sendable (Key) -> Void) {
+        guard isatty(STDIN_FILENO) == 1 else { return nil }
+        var stop: [Int32] = [-1, -1]
+        guard pipe(&stop) == 0 else { return nil }
+        let wake = stop[0]
+        var original = termios()
+        tcgetattr(STDIN_FILENO, &original)
+        saved = original
+        var raw = original
+        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &raw)
+        self.stop = stop
+        thread = DedicatedThread {
+            var escape: [UInt8] = []
+            while true {
+                var fds = [pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+                guard poll(&fds, 2, -1) > 0 || errno == EINTR else { return }
+                if fds[1].revents != 0 { return }
+                guard fds[0].revents != 0 else { continue }
+                var byte: UInt8 = 0
+                guard read(STDIN_FILENO, &byte, 1) == 1 else { return }
+                escape.append(byte)
+                switch escape {
+                case [0x1B], [0x1B, 0x5B]: continue
+                case [0x1B, 0x5B, 0x43]: onKey(.right)
+                case [0x1B, 0x5B, 0x44]: onKey(.left)
+                case [0x20]: onKey(.space)
+                case [UInt8(ascii: "q")], [UInt8(ascii: "Q")]: onKey(.quit)
+                default: break
+                }
+                escape.removeAll()
+            }
+        }
+    }
+
+    /// Stops reading and gives the terminal back as it was.
+    public func finish() {
+        var byte: UInt8 = 1
+        _ = write(stop[1], &byte, 1)
+        thread.join()
+        stop.forEach { close($0) }
+        var original = saved
+        tcsetattr(STDIN_FILENO, TCSANOW, &original)
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import PartyCastClock
+import PartyCastCore
+import PartyCastWire
+
+/// The listener's side of one connection up to and around the stream, free of I/O: the Hello it
+/// opens with, the key handshake, and the rule that nothing from the broadcaster counts before its
+/// Welcome. Runs on the connection's event loop; what it lets through goes to the `StreamReceiver`.
+struct ConnectionGate {
+    enum Verdict: Equatable {
+        /// Write this to the broadcaster.
+        case reply(PCEnvelope)
+        /// Hand this to the stream receiver (the Welcome first, then stream messages).
+        case deliver(PCEnvelope)
+        /// A clock exchange completed.
+        case clock(ClockSample)
+        /// End this connection (the broadcaster broke the protocol, or said goodbye); the listener
+        /// goes on as for any lost broadcaster.
+        case close(String)
+        /// Stop listening altogether: retrying can't help (another protocol version, the key).
+        case fail(PartyCastError)
+    }
+
+    private enum Phase {
+        case awaitingWelcome(challenged: Bool)
+        case joined
+        case ended
+    }
+
+    let hello: PCEnvelope
+    private let key: PartyKey?
+    private let nonce: [UInt8]
+    private var phase = Phase.awaitingWelcome(challenged: false)
+
+    init(listenerName: String, hostName: String, listenerID: String, wantsSync: Bool, key: PartyKey?,
+         nonce: [UInt8] = PartyKey.freshNonce()) {
+        self.key = key
+        self.nonce = nonce
+        var hello = PCHello()
+        hello.protocolVersion = partyCastProtocolVersion
+        hello.listenerName = listenerName
+        hello.hostName = hostName
+        hello.listenerID = listenerID
+        hello.wantsSync = wantsSync
+        hello.holdsKey = key != nil
+        if key != nil { hello.listenerNonce = Data(nonce) }
+        var envelope = PCEnvelope()
+        envelope.body = .hello(hello)
+        self.hello = envelope
+    }
+
+    var isJoined: Bool { if case .joined = phase { true } else { false } }
+
+    /// What to do with one envelope that arrived at `arrivedAt` (local clock).
+    mutating func handle(_ envelope: PCEnvelope, arrivedAt: Int64) -> [Verdict] {
+        guard let body = envelope.body else { return [] }  // a newer peer's message: skipped
+        switch (phase, body) {
+        case (.ended, _):
+            return []
+        case (_, .error(let error)):
+            phase = .ended
+            return [refusal(error)]
+        case (.awaitingWelcome(let challenged), .keyChallenge(let challenge)):
+            return answer(challenge, alreadyChallenged: challenged)
+        case (.awaitingWelcome(let challenged), .welcome(let welcome)):
+            if let mismatch = protocolMismatch(peerVersion: welcome.protocolVersion, peerRole: "broadcaster") {
+                phase = .ended
+                return [.fail(PartyCastError(.incompatible, String(untrusted: mismatch.error.message)))]
+            }
+            if key != nil && !challenged {
+                phase = .ended
+                let name = String(untrusted: welcome.broadcasterName, limit: 60)
+                return [.reply(PCEnvelope.failure(.keyRejected, "this broadcaster did not prove it holds the party key (the listener wants a private party)")),
+                        .fail(PartyCastError(.key, "\"\(name)\" did not prove it holds your party key, so it is not your party (a public one, or an impostor); refusing it"))]
+            }
+            phase = .joined
+            return [.deliver(envelope)]
+        case (.awaitingWelcome, .clockResponse):
+            return []  // no request was sent yet: nothing to learn from it
+        case (.awaitingWelcome, _):
+            phase = .ended
+            return [.close("it sent \(Self.describe(body)) before its Welcome")]
+        case (.joined, .clockResponse(let response)):
+            return [.clock(ClockSample(t1: response.t1, t2: response.t2, t3: response.t3, t4: arrivedAt))]
+        case (.joined, .goodbye):
+            phase = .ended
+            return [.deliver(envelope), .close("it said goodbye")]
+        case (.joined, .streamFormat), (.joined, .metadata), (.joined, .audioChunk), (.joined, .endOfStream):
+            return [.deliver(envelope)]
+        case (.joined, _):
+            phase = .ended
+            return [.close("it sent \(Self.describe(body)) after its Welcome")]
+        }
+    }
+
+    private mutating func answer(_ challenge: PCKeyChallenge, alreadyChallenged: Bool) -> [Verdict] {
+        guard !alreadyChallenged else {
+            phase = .ended
+            return [.close("it sent a second key challenge")]
+        }
+        guard let key else {
+            phase = .ended
+            return [.fail(PartyCastError(.key, "this party is private: join it with --key (or PARTYCAST_KEY)"))]
+        }
+        let broadcasterNonce = [UInt8](challenge.broadcasterNonce)
+        guard key.verifyBroadcaster(challenge.broadcasterProof, listenerNonce: nonce, broadcasterNonce: broadcasterNonce) else {
+            phase = .ended
+            return [.reply(PCEnvelope.failure(.keyRejected, "the party keys differ")),
+                    .fail(PartyCastError(.key, "the broadcaster could not prove it holds your party key: the keys differ (or someone replayed an old handshake)"))]
+        }
+        phase = .awaitingWelcome(challenged: true)
+        var proof = PCKeyProof()
+        proof.listenerProof = Data(key.listenerProof(listenerNonce: nonce, broadcasterNonce: broadcasterNonce))
+        var envelope = PCEnvelope()
+        envelope.body = .keyProof(proof)
+        return [.reply(envelope)]
+    }
+
+    /// The broadcaster's Error: about the key or the protocol version, final; anything else ends
+    /// this connection only.
+    private func refusal(_ error: PCError) -> Verdict {
+        let message = String(untrusted: error.message)
+        switch error.code {
+        case .keyRequired:
+            return .fail(PartyCastError(.key, "this party is private: join it with --key (or PARTYCAST_KEY)"))
+        case .keyRejected:
+            return .fail(PartyCastError(.key, "the broadcaster refused your party key: the keys differ (\(message))"))
+        case .protocolVersionMismatch:
+            return .fail(PartyCastError(.incompatible, message))
+        default:
+            return .close("it reported an error: \(message)")
+        }
+    }
+
+    static func describe(_ body: PCEnvelope.OneOf_Body) -> String {
+        switch body {
+        case .hello: "a Hello"
+        case .welcome: "a second Welcome"
+        case .streamFormat: "a stream format"
+        case .audioChunk: "audio"
+        case .metadata: "metadata"
+        case .endOfStream: "an end of stream"
+        case .goodbye: "a goodbye"
+        case .error: "an error"
+        case .clockRequest: "a clock request"
+        case .clockResponse: "a clock answer"
+        case .status: "a status report"
+        case .keyChallenge: "a key challenge"
+        case .keyProof: "a key proof"
+        }
+    }
+}

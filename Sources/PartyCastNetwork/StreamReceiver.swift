@@ -1,0 +1,232 @@
+import PartyCastCodec
+import PartyCastCore
+import PartyCastWire
+
+/// What a broadcaster streams after its Welcome, checked before use and turned into PCM. Free of
+/// I/O; runs on the player's producer thread. Nothing a broadcaster sends can trap, hang or grow it:
+/// formats are checked per codec, every number from the wire goes through checked arithmetic, a
+/// chunk with absurd numbers is dropped and one that does not decode is concealed (both counted),
+/// and text is made safe to print. A format it cannot play is a violation: the caller ends the
+/// connection and goes on as for any lost broadcaster.
+struct StreamReceiver {
+    /// A stream format the listener can play, as announced.
+    struct Spec: Equatable, CustomStringConvertible {
+        var codec: PCCodecKind
+        var format: AudioFormat
+        var framesPerChunk: Int
+        var preSkip: Int
+
+        var description: String { "\(codec) \(format), \(framesPerChunk) frames per chunk" }
+
+        /// Whether a chunk of `other` can follow one of `self` through the same decoder and ring.
+        func continues(_ other: Spec) -> Bool {
+            codec == other.codec && format == other.format && framesPerChunk == other.framesPerChunk
+        }
+    }
+
+    enum Outcome: Equatable {
+        case continues
+        /// The broadcaster said goodbye.
+        case ended
+        /// End this connection, saying why.
+        case violation(String)
+    }
+
+    /// Positions beyond this (186 years at 48 kHz) are no real broadcast's.
+    static let maximumPosition: UInt64 = 1 << 48
+    /// Chunk times follow from positions to the nanosecond; more than this off is another timeline.
+    static let timelineTolerance: Int64 = 1_000_000
+    /// A chunk is sent at most `--buffer` (≤ 10 s) ahead of its time, and a late one is useless
+    /// after a few seconds: a time this far from where the stream stands is absurd.
+    static let plausibleDistance: Int64 = 30_000_000_000
+    /// After this many chunks in a row disagree with the timeline, the broadcaster's new timeline
+    /// wins (so a bad first chunk cannot make every good one look wrong).
+    static let realignAfter = 50
+    /// Longest text shown from the wire.
+    static let textLimit = 200
+
+    private(set) var spec: Spec?
+    private(set) var tags = TrackTags()
+    private(set) var duration: Duration = .unknown
+    private(set) var broadcasterName = ""
+    /// Chunks refused for absurd numbers, and chunks that did not decode and were concealed.
+    private(set) var droppedChunks = 0
+    private(set) var concealedChunks = 0
+    /// The stream frame of the first sample the last `receive` appended; nil if it appended none.
+    private(set) var lastProducedFrame: Int?
+
+    private let clockSync: ClockSync
+    private var sessionID: UInt64?
+    private var decoder: AudioDecoder?
+    private var framesToSkip = 0
+    /// Just past the last chunk played in this session: a reconnect to the same broadcast is sent its
+    /// unplayed chunks again, and those already played must not play twice.
+    private var playedUpTo: UInt64?
+    /// The last accepted chunk: presentation time, position and local arrival time.
+    private var anchor: (presentation: Int64, position: Int64, arrival: Int64)?
+    private var disagreeing = 0
+    private var scratch: [Float] = []
+
+    init(clockSync: ClockSync) { self.clockSync = clockSync }
+
+    /// Applies one message the connection gate let through, appending any PCM to `buffer`.
+    mutating func receive(_ envelope: PCEnvelope, arrivedAt: Int64, into buffer: inout [Float]) -> Outcome {
+        lastProducedFrame = nil
+        switch envelope.body {
+        case .welcome(let welcome)?:
+            broadcasterName = String(untrusted: welcome.broadcasterName, limit: 60)
+            if sessionID != welcome.sessionID { startSession(welcome.sessionID) }
+        case .streamFormat(let announced)?:
+            return adopt(announced)
+        case .metadata(let metadata)?:
+            tags = TrackTags(title: Self.text(metadata.title), artist: Self.text(metadata.artist), album: Self.text(metadata.album))
+            duration = (1..<Self.maximumPosition).contains(metadata.durationFrames) ? .exact(frames: Int(metadata.durationFrames)) : .unknown
+        case .audioChunk(let chunk)?:
+            guard let spec, let decoder else { return .violation("it sent audio before its stream format") }
+            play(chunk, arrivedAt: arrivedAt, spec: spec, decoder: decoder, into: &buffer)
+        case .goodbye?:
+            return .ended
+        default:
+            break
+        }
+        return .continues
+    }
+
+    /// A broadcast (a broadcaster's run) starts afresh: new decoder state, new timeline.
+    private mutating func startSession(_ id: UInt64) {
+        sessionID = id
+        decoder = nil
+        playedUpTo = nil
+        anchor = nil
+        disagreeing = 0
+    }
+
+    private mutating func adopt(_ announced: PCStreamFormat) -> Outcome {
+        let candidate: Spec
+        switch Self.validate(announced) {
+        case .success(let spec): candidate = spec
+        case .failure(let why): return .violation("it announced a stream this listener cannot play: \(why)")
+        }
+        // The player's ring and output are set up for one format: a change can't be followed.
+        if let spec, !spec.continues(candidate) {
+            return .violation("it changed the stream from \(spec) to \(candidate) mid-stream")
+        }
+        guard decoder == nil else { return .continues }
+        do {
+            decoder = candidate.codec == .opus
+                ? try OpusDecoder(channels: candidate.format.channels) : PCMDecoder(channels: candidate.format.channels)
+        } catch {
+            return .violation(error.message)
+        }
+        spec = candidate
+        framesToSkip = candidate.preSkip
+        return .continues
+    }
+
+    /// Every field of a stream format, within what the codec can carry and a listener can hold.
+    static func validate(_ announced: PCStreamFormat) -> Result<Spec, PlayabilityError> {
+        let rate = Int(announced.sampleRate), channels = Int(announced.channels), frames = Int(announced.framesPerChunk)
+        let preSkip = Int(announced.preSkip)
+        switch announced.codec {
+        case .opus:
+            // Opus decodes at 48 kHz in packets of 2.5 ms multiples up to 120 ms.
+            guard rate == 48000 else { return .failure(.init("Opus at \(rate) Hz (it decodes at 48000)")) }
+            guard (1...2).contains(channels) else { return .failure(.init("Opus with \(channels) channels")) }
+            guard (120...Int(OpusDecoder.maximumFrames)).contains(frames), frames % 120 == 0 else {
+                return .failure(.init("Opus chunks of \(frames) frames"))
+            }
+        case .pcmF32Le:
+            guard (8000...384_000).contains(rate) else { return .failure(.init("PCM at \(rate) Hz")) }
+            guard (1...8).contains(channels) else { return .failure(.init("PCM with \(channels) channels")) }
+            // A chunk must fit in one message.
+            guard frames >= 1, frames * channels * 4 <= WireFraming.maxMessageBytes else {
+                return .failure(.init("PCM chunks of \(frames) frames"))
+            }
+        default:
+            return .failure(.init("the codec \(announced.codec) (upgrade the listener if the broadcaster is newer)"))
+        }
+        // Pre-skip is the codec's start-up delay: a few ms, never a second.
+        guard preSkip <= rate else { return .failure(.init("a pre-skip of \(preSkip) frames")) }
+        return .success(Spec(codec: announced.codec, format: AudioFormat(sampleRate: rate, channels: channels),
+                             framesPerChunk: frames, preSkip: preSkip))
+    }
+
+    struct PlayabilityError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private mutating func play(_ chunk: PCAudioChunk, arrivedAt: Int64, spec: Spec, decoder: AudioDecoder, into buffer: inout [Float]) {
+        let frameCount = Int(chunk.frameCount)
+        guard (1...spec.framesPerChunk).contains(frameCount), chunk.mediaPosition < Self.maximumPosition,
+              fitsTimeline(chunk, arrivedAt: arrivedAt, sampleRate: spec.format.sampleRate) else {
+            droppedChunks += 1
+            return
+        }
+        if let playedUpTo, chunk.mediaPosition < playedUpTo { return }
+        playedUpTo = chunk.mediaPosition + UInt64(frameCount)
+
+        let channels = spec.format.channels
+        scratch.removeAll(keepingCapacity: true)
+        // Every chunk stands for exactly frameCount frames, whatever its payload decodes to, so the
+        // timeline never slips: a short or undecodable payload is made up by concealment.
+        let decoded = (try? decoder.decode(chunk.payload, into: &scratch)) ?? -1
+        if decoded < frameCount {
+            concealedChunks += 1
+            scratch.removeAll(keepingCapacity: true)
+            decoder.conceal(frames: spec.codec == .opus ? spec.framesPerChunk : frameCount, into: &scratch)
+        }
+        var keep = min(frameCount, scratch.count / channels)
+        var from = 0
+        if framesToSkip > 0 {  // the codec's own delay comes out first
+            from = min(framesToSkip, keep)
+            framesToSkip -= from
+            keep -= from
+        }
+        // A fresh decoder's output runs `preSkip` frames behind the chunks' positions; those frames
+        // were skipped above, so what is kept starts at this stream frame.
+        if keep > 0 { lastProducedFrame = Int(chunk.mediaPosition) - spec.preSkip + from }
+        buffer.append(contentsOf: scratch[(from * channels)..<((from + keep) * channels)])
+    }
+
+    /// Whether a chunk's time agrees with the stream's: its presentation time follows from its
+    /// position as the last good chunk's did, and it is not absurdly far from where the stream
+    /// stands by the local clock. The first chunk (and the new timeline after `realignAfter`
+    /// disagreeing ones) sets the stream's timing for clock sync.
+    private mutating func fitsTimeline(_ chunk: PCAudioChunk, arrivedAt: Int64, sampleRate: Int) -> Bool {
+        let position = Int64(chunk.mediaPosition)  // < 2⁴⁸, checked by the caller
+        let presentation = chunk.presentationNanoseconds
+        guard let origin = StreamTime.nanoseconds(frames: position, sampleRate: sampleRate)
+            .flatMap({ presentation.subtractingReportingOverflow($0) }).flatMap({ $0.overflow ? nil : $0.partialValue }) else {
+            return false
+        }
+        if let anchor, !Self.agrees(presentation: presentation, position: position, arrival: arrivedAt, anchor: anchor, sampleRate: sampleRate) {
+            disagreeing += 1
+            guard disagreeing >= Self.realignAfter else { return false }
+            playedUpTo = nil  // a new timeline: positions may start over
+        }
+        if anchor == nil || disagreeing > 0 {
+            clockSync.setTiming(ClockSync.StreamTiming(originNanoseconds: origin, sampleRate: sampleRate))
+        }
+        disagreeing = 0
+        anchor = (presentation, position, arrivedAt)
+        return true
+    }
+
+    private static func agrees(presentation: Int64, position: Int64, arrival: Int64,
+                               anchor: (presentation: Int64, position: Int64, arrival: Int64), sampleRate: Int) -> Bool {
+        guard let span = StreamTime.nanoseconds(frames: position - anchor.position, sampleRate: sampleRate) else { return false }
+        let expected = anchor.presentation.addingReportingOverflow(span)
+        let error = presentation.subtractingReportingOverflow(expected.partialValue)
+        guard !expected.overflow, !error.overflow, error.partialValue.magnitude <= UInt64(timelineTolerance) else { return false }
+        // Stream time elapsed since the anchor against local time elapsed: far apart means absurd.
+        let waited = arrival.subtractingReportingOverflow(anchor.arrival)
+        let distance = span.subtractingReportingOverflow(waited.partialValue)
+        return !waited.overflow && !distance.overflow && distance.partialValue.magnitude <= UInt64(plausibleDistance)
+    }
+
+    private static func text(_ raw: String) -> String? {
+        let clean = String(untrusted: raw, limit: textLimit)
+        return clean.isEmpty ? nil : clean
+    }
+}
