@@ -81,8 +81,13 @@ final class WireFramingTests: XCTestCase {
         response.t1 = 1_000_000_001; response.t2 = 2_000_000_002; response.t3 = 2_000_000_003
         var status = PCStatus()
         status.bufferMilliseconds = 480; status.syncErrorMicroseconds = -12; status.underruns = 2; status.playedPosition = 48000
+        var challenge = PCKeyChallenge()
+        challenge.broadcasterNonce = Data(repeating: 7, count: 32); challenge.broadcasterProof = Data(repeating: 9, count: 32)
+        var proof = PCKeyProof()
+        proof.listenerProof = Data(repeating: 5, count: 32)
         return [.hello(hello), .welcome(welcome), .streamFormat(format), .audioChunk(chunk), .metadata(metadata), .endOfStream(end),
-                .goodbye(goodbye), .error(error), .clockRequest(request), .clockResponse(response), .status(status)].map(envelope)
+                .goodbye(goodbye), .error(error), .clockRequest(request), .clockResponse(response), .status(status),
+                .keyChallenge(challenge), .keyProof(proof)].map(envelope)
     }
 
     /// Exhaustive, so a message added to the proto fails to compile here until `everyMessage` has it.
@@ -99,6 +104,8 @@ final class WireFramingTests: XCTestCase {
         case .clockRequest: "clockRequest"
         case .clockResponse: "clockResponse"
         case .status: "status"
+        case .keyChallenge: "keyChallenge"
+        case .keyProof: "keyProof"
         }
     }
 
