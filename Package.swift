@@ -103,6 +103,7 @@ let package = Package(
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
+        .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: ["PartyCastClock", "PartyCastSources"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastRing", "PartyCastCore"]),
