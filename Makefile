@@ -39,9 +39,10 @@ test: deps fixtures
 demo: release fixtures
 	scripts/demo.sh .build/release $(FIXTURES)/id3v2.mp3
 
-# libFuzzer on the MP3 parser, then on the wire frame decoder, FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
+# libFuzzer on the MP3 parser, the wire frame decoder and the listener's handling of message sequences,
+# FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
 fuzz: deps fixtures
-	cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+	cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -enable-testing
 	mkdir -p Fuzz/corpus Fuzz/crashes
 	find $(FIXTURES) -maxdepth 1 -type f -name '*.mp3' -exec cp -n {} Fuzz/corpus/ \;
 	Fuzz/.build/release/MP3ParserFuzzer Fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
@@ -49,6 +50,10 @@ fuzz: deps fixtures
 	mkdir -p Fuzz/corpus-wire
 	Fuzz/.build/release/WireFrameFuzzer Fuzz/corpus-wire -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/wire- -print_final_stats=1
+	mkdir -p Fuzz/corpus-session
+	Fuzz/.build/release/ListenerSessionFuzzer --write-seed Fuzz/corpus-session/seed
+	Fuzz/.build/release/ListenerSessionFuzzer Fuzz/corpus-session -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/session- -print_final_stats=1
 
 # Broadcaster CPU for a 30 s song with 1, 10, 50 and 200 listeners on loopback (bar: 50 ≤ 3 × 1);
 # each must get the whole song. BENCH_LISTENERS="1 50" picks the counts.

@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "PartyCastWire", targets: ["PartyCastWire"]),
         .library(name: "PartyCastDiscovery", targets: ["PartyCastDiscovery"]),
         .library(name: "PartyCastClock", targets: ["PartyCastClock"]),
+        .library(name: "PartyCastNetwork", targets: ["PartyCastNetwork"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -107,7 +108,7 @@ let package = Package(
         .testTarget(name: "PartyCastClockTests", dependencies: ["PartyCastClock", "PartyCastSources"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastRing", "PartyCastCore"]),
-        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
     ]
 )

@@ -103,6 +103,9 @@ public final class Fanout: Sendable {
                 peer.channel.writeAndFlush(bytes, promise: nil)
                 peer.consecutiveSkips = 0
             } else {
+                if peer.consecutiveSkips == 0 && chunks > 0 {
+                    logger.debug("\(peer.info.name)@\(peer.info.address) is backed up: skipping its chunks until it catches up")
+                }
                 peer.consecutiveSkips += chunks
                 peer.info.skippedChunks += chunks
                 if peer.consecutiveSkips > maxSkippedChunks { cutOff.append(id) }
