@@ -144,6 +144,36 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTAssertEqual(hertz(192_000..<240_000), 600, accuracy: 5)
     }
 
+    /// One unreadable source in the list is skipped with a line while the rest plays: a missing
+    /// file at the start, a picture posing as an MP3 when its turn comes.
+    func testUnreadableSourcesAreSkippedAndTheRestPlays() throws {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let picture = try fixture("image.mp3")
+        let server = try share(["tone:440:1", "\(directory)/missing.mp3", picture, "tone:880:1", "--codec", "pcm", "--start-in", "1"], port: port)
+        waitForPort(port)
+        let played = try join(port: port, output: "wav:\(directory)/rest.wav").wait(timeout: 60)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(played.status, 0, played.stderr)
+        XCTAssertEqual(served.status, 0, served.stderr)
+        XCTAssertTrue(served.stderr.contains("skipping \(directory)/missing.mp3"), served.stderr)
+        XCTAssertTrue(served.stderr.contains("skipping image.mp3"), served.stderr)
+        let audio = try readAudio("\(directory)/rest.wav")
+        XCTAssertEqual(audio.frames, 2 * 48000, "both tones, nothing of the two bad sources")
+        let sox = "\(directory)/sox.wav"
+        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox,
+                                   "synth", "1", "sine", "440", "vol", "0.5", ":", "synth", "1", "sine", "880", "vol", "0.5"])
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+    }
+
+    /// Every source unreadable: nothing to broadcast, one line and the error's own status.
+    func testNothingPlayableIsOneErrorLine() throws {
+        let result = try runProcess(broadcaster, ["share", "--no-mdns", "--port", "\(freePort())", "/nonexistent/a.mp3"], timeout: 30)
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("broadcaster: error [file-not-found]:"), result.stderr)
+        XCTAssertEqual(result.stderr.components(separatedBy: "error [").count, 2, "one error line: \(result.stderr)")
+    }
+
     /// A connection that drops mid-broadcast is rejoined at once, and the broadcaster sends the
     /// rejoining listener the chunks still ahead of their time, some of which it already has:
     /// every sample is played once, none twice, none lost.
