@@ -152,6 +152,19 @@ final class BroadcastClient: Sendable {
     }
 
     func close() { channel.close(promise: nil) }
+
+    /// Says goodbye (if joined) and closes at once: what the kernel takes goes out before the FIN,
+    /// and a broadcaster that stopped reading costs no wait.
+    func leave() {
+        var goodbye = PCEnvelope()
+        goodbye.body = .goodbye(PCGoodbye())
+        guard let bytes = try? WireFraming.encode(goodbye) else { return close() }
+        let (channel, handler) = (self.channel, self.handler)
+        channel.eventLoop.execute {
+            handler.value.sendIfJoined(ByteBuffer(bytes: bytes))
+            channel.close(promise: nil)
+        }
+    }
 }
 
 final class ClientHandler: ChannelInboundHandler {

@@ -43,7 +43,7 @@ public final class NetworkSource: ScheduledPCMSource {
         /// call returns promptly.
         public func cancel() {
             stopped.store(true, ordering: .releasing)
-            connection.withLock { $0?.close() }
+            connection.withLock { $0?.leave() }
             inbox.wakeup.signal()
         }
 
@@ -88,7 +88,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public var concealedPackets: Int { receiver.droppedChunks + receiver.concealedChunks }
     public var broadcasterName: String { receiver.broadcasterName }
     public var schedule: PlaybackSchedule { control.clockSync.schedule }
-    public var lastProducedFrame: Int? { receiver.lastProducedFrame }
+    public private(set) var lastProducedFrame: Int?
 
     public init(options: Options, control: Control, logger: Logger, resolve: @escaping EndpointResolver) {
         self.options = options
@@ -127,6 +127,7 @@ public final class NetworkSource: ScheduledPCMSource {
     }
 
     public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+        lastProducedFrame = nil
         guard let item = control.inbox.take(timeoutNanoseconds: 50_000_000) else { return !control.isCancelled }
         return try apply(item, into: &buffer)
     }
@@ -140,7 +141,7 @@ public final class NetworkSource: ScheduledPCMSource {
             control.connection.withLock { $0 = nil }
             let why = droppingBecause ?? reason
             droppingBecause = nil
-            if broadcastEnded && options.once { return false }
+            if (broadcastEnded && options.once) || control.isCancelled { return false }
             logger.warning(broadcastEnded ? "the broadcast ended; waiting for the next one"
                                           : "lost the broadcaster (\(why)); reconnecting")
             if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
@@ -148,6 +149,7 @@ public final class NetworkSource: ScheduledPCMSource {
             return true
         case .message(let envelope, let arrivedAt):
             guard droppingBecause == nil else { return true }  // the rest of a connection being dropped
+            defer { lastProducedFrame = receiver.lastProducedFrame }
             switch receiver.receive(envelope, arrivedAt: arrivedAt, into: &buffer) {
             case .continues:
                 if case .audioChunk? = envelope.body { heardAudio = true }
