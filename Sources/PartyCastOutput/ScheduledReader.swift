@@ -116,7 +116,9 @@ final class ScheduledReader {
 
     private func renderBlock(_ out: UnsafeMutableBufferPointer<Float>, frames: Int, heardAt: Int64, streamEnded: Bool) -> (Int, Bool) {
         out.update(repeating: 0)
-        guard let line = schedule.line(orElse: lastLine) else { return (0, false) }
+        // No schedule yet: wait in silence; a stream that ended before there was one (a broadcaster
+        // that answered no clock request) can never be placed, and waiting for it would never end.
+        guard let line = schedule.line(orElse: lastLine) else { return (0, streamEnded) }
         lastLine = line
         let heard = heardAt &+ latencyOffsetNanoseconds
         let due = line.frame(at: heard)
