@@ -229,8 +229,7 @@ enum Avahi {
 /// avahi's threaded poll: avahi-client runs on a thread of its own, and calls back on it with the
 /// loop's lock held. Other threads take the lock (`locked`) before touching avahi objects.
 final class AvahiLoop: @unchecked Sendable {
-    // @unchecked: `poll` and `api` are immutable; `running` is touched by the owner only; the loop
-    // thread's identity is behind a Mutex.
+    // @unchecked: `running` (read by locked()) is set only by start()/stop(), which must not overlap locked() calls; the loop thread's id is behind a Mutex.
     let poll: OpaquePointer
     let api: UnsafePointer<AvahiPoll>
     private var running = false

@@ -30,8 +30,7 @@ public enum PublisherEvent: Sendable, Equatable, CustomStringConvertible {
 /// `onEvent` runs on avahi's thread. It may read `publishedName` and call `update(txt:)`, but must
 /// not call `stop()` (which joins that thread).
 public final class ServicePublisher: @unchecked Sendable {
-    // @unchecked: the avahi objects and the state below are touched only on avahi's thread, or
-    // with its lock held (`loop.locked`); the published name is also kept behind a Mutex.
+    // @unchecked: the avahi objects and vars below are touched before avahi's thread starts, on it, under its lock (`loop.locked`), or after it stops.
     private let loop: AvahiLoop
     private let port: UInt16
     private let onEvent: @Sendable (PublisherEvent) -> Void

@@ -5,7 +5,7 @@ import Synchronization
 /// One ALSA playback handle. Every alsa-lib call sits behind a small method that turns a negative
 /// return into a `PartyCastError` with alsa-lib's own message.
 struct ALSAPCM: @unchecked Sendable {
-    // @unchecked: the handle is used by one thread at a time: opened on the caller, then handed to the ALSA thread.
+    // @unchecked: a C handle used by one thread at a time: start() opens it, then only the output thread.
     let handle: OpaquePointer
     let device: String
 
@@ -20,14 +20,14 @@ struct ALSAPCM: @unchecked Sendable {
     }
 
     /// Float32 interleaved at the stream's rate (alsa-lib converts if the card cannot), with a
-    /// buffer of `latencyMicroseconds` split into periods; returns (buffer, period) in frames.
-    func configure(format: AudioFormat, latencyMicroseconds: UInt32) throws(PartyCastError) -> (buffer: Int, period: Int) {
+    /// buffer of `latencyMicroseconds` split into periods; returns the period in frames.
+    func configure(format: AudioFormat, latencyMicroseconds: UInt32) throws(PartyCastError) -> Int {
         try check(snd_pcm_set_params(handle, SND_PCM_FORMAT_FLOAT_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
                                      UInt32(format.channels), UInt32(format.sampleRate), 1, latencyMicroseconds), "set parameters")
         var bufferSize: snd_pcm_uframes_t = 0
         var periodSize: snd_pcm_uframes_t = 0
         try check(snd_pcm_get_params(handle, &bufferSize, &periodSize), "read back parameters")
-        return (Int(bufferSize), Int(periodSize))
+        return Int(periodSize)
     }
 
     /// Writes frames; after an underrun or suspend it recovers and reports it (count > 0 written).
@@ -73,26 +73,21 @@ struct ALSAPCM: @unchecked Sendable {
 }
 
 /// `alsa[:DEVICE]`: plays on a real (or alsa-lib plugin) device from a dedicated thread.
-public final class ALSAOutput: AudioOutput, @unchecked Sendable {
-    // @unchecked: `thread` is set in start() and read in stop() on the controlling thread only.
+public final class ALSAOutput: AudioOutput {
     public let device: String
     public let clock: LocalClock
     public static let latencyMicroseconds: UInt32 = 100_000
-    private let stopRequested = Atomic<Bool>(false)
+    private let thread = OutputThread()
     private let drainOnStop = Atomic<Bool>(false)
     private let delayFrames = Atomic<Int>(0)
     private let recoveries = Atomic<Int>(0)
-    private let finalOutcome = Mutex<OutputOutcome?>(nil)
-    private var thread: DedicatedThread?
-    public private(set) var bufferFrames = 0
-    public private(set) var periodFrames = 0
 
     public var name: String { "alsa:\(device)" }
     public var isRealTime: Bool { true }
     public var latencyFrames: Int { delayFrames.load(ordering: .relaxed) }
     /// Underruns the device reported and `snd_pcm_recover` repaired.
     public var recoveredUnderruns: Int { recoveries.load(ordering: .relaxed) }
-    public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
+    public var outcome: OutputOutcome? { thread.outcome }
 
     public init(device: String, clock: LocalClock = .system) {
         self.device = device
@@ -110,19 +105,17 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
     }
 
     public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
+        guard thread.canStart else { return }
         let pcm = try ALSAPCM.open(device: device)
+        let period: Int
         do {
-            (bufferFrames, periodFrames) = try pcm.configure(format: format, latencyMicroseconds: Self.latencyMicroseconds)
+            period = max(try pcm.configure(format: format, latencyMicroseconds: Self.latencyMicroseconds), 64)
         } catch {
             pcm.close()
             throw error
         }
-        let period = max(periodFrames, 64)
-        thread = DedicatedThread { [self] in
-            let outcome = run(pcm: pcm, renderer: renderer, format: format, period: period)
-            finalOutcome.withLock { $0 = outcome }
-            onEnd()
-        }
+        let started = thread.start(onEnd: onEnd) { [self] in run(pcm: pcm, renderer: renderer, format: format, period: period) }
+        if !started { pcm.close() }
     }
 
     private func run(pcm: ALSAPCM, renderer: Renderer, format: AudioFormat, period: Int) -> OutputOutcome {
@@ -130,7 +123,7 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period * channels)
         defer { buffer.deallocate(); pcm.close() }
         var finished = false
-        while !finished && !stopRequested.load(ordering: .acquiring) {
+        while !finished && !thread.isStopRequested {
             // Render only once the period fits, so what is queued ahead of it (the delay) says
             // when its first frame will be heard.
             let (room, queued, failure) = pcm.waitForRoom(period, timeoutMilliseconds: 100)
@@ -157,8 +150,6 @@ public final class ALSAOutput: AudioOutput, @unchecked Sendable {
 
     public func stop(drain: Bool) {
         drainOnStop.store(drain, ordering: .releasing)
-        stopRequested.store(true, ordering: .releasing)
-        thread?.join()
-        thread = nil
+        thread.stop()
     }
 }

@@ -38,7 +38,7 @@ public final class Renderer: Sendable {
 
     public let ring: SPSCRing
     public let channels: Int
-    // Touched by the output thread only.
+    // nonisolated(unsafe): its state is used by render() alone (the output thread, where no lock may be taken); others use only its atomics.
     private nonisolated(unsafe) let scheduled: ScheduledReader?
     private let mode = Atomic<Mode>(.hold)
     private let streamEnded = Atomic<Bool>(false)

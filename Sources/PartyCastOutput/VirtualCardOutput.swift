@@ -1,5 +1,4 @@
 import PartyCastCore
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,22 +8,16 @@ import Glibc
 /// stream's rate, one 10 ms period at a time, and records every frame it "played" (silence
 /// included) to PATH as WAV. PATH.json says when frame 0 played on the machine's true clock and how
 /// fast the card ran: frame k played at t0_ns + k / (rate × (1 + drift_ppm·1e-6)).
-public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
-    // @unchecked: `thread` and `writer` are set in start() before the thread runs; then only the
-    // thread touches `writer`, and stop() reads `thread` after that.
+public final class VirtualCardOutput: AudioOutput {
     public let path: String
     public let clock: LocalClock
-    private let stopRequested = Atomic<Bool>(false)
-    private let drainRequested = Atomic<Bool>(false)
-    private let finalOutcome = Mutex<OutputOutcome?>(nil)
-    private var thread: DedicatedThread?
-    private var writer: WavFileWriter?
+    private let thread = OutputThread()
 
     public var name: String { "virtual:\(path)" }
     public var isRealTime: Bool { true }
     /// The card plays each period as it takes it.
     public var latencyFrames: Int { 0 }
-    public var outcome: OutputOutcome? { finalOutcome.withLock { $0 } }
+    public var outcome: OutputOutcome? { thread.outcome }
 
     public init(path: String, clock: LocalClock = .system) {
         self.path = path
@@ -32,25 +25,24 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
     }
 
     public func start(format: AudioFormat, renderer: Renderer, onEnd: @escaping @Sendable () -> Void) throws(PartyCastError) {
-        writer = try WavFileWriter(path: path, format: format)
+        // A stopped card leaves its recording alone.
+        guard thread.canStart else { return }
+        let writer = try WavFileWriter(path: path, format: format)
         // Frame 0 plays one period from now, giving the thread time to start.
         let periodFrames = max(1, format.sampleRate / 100)
         let t0 = clock.now() + 10_000_000
         try writeClockFile(t0: clock.machine(fromLocal: t0), rate: format.sampleRate)
-        thread = DedicatedThread { [self] in
-            let outcome = run(renderer: renderer, format: format, periodFrames: periodFrames, t0: t0)
-            finalOutcome.withLock { $0 = outcome }
-            onEnd()
+        thread.start(onEnd: onEnd) { [self] in
+            run(renderer: renderer, writer: writer, format: format, periodFrames: periodFrames, t0: t0)
         }
     }
 
-    private func run(renderer: Renderer, format: AudioFormat, periodFrames: Int, t0: Int64) -> OutputOutcome {
-        guard let writer else { return .stopped }
+    private func run(renderer: Renderer, writer: WavFileWriter, format: AudioFormat, periodFrames: Int, t0: Int64) -> OutputOutcome {
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: periodFrames * format.channels)
         defer { buffer.deallocate() }
         var framesPlayed: UInt64 = 0
         do throws(PartyCastError) {
-            while !stopRequested.load(ordering: .acquiring) {
+            while !thread.isStopRequested {
                 // Frame n plays at t0 + n / rate; each period is taken exactly when it starts playing.
                 let heardAt = t0 + Int64(framesPlayed * 1_000_000_000 / UInt64(format.sampleRate))
                 clock.sleep(until: heardAt)
@@ -60,7 +52,7 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
                 if case .finished = pull { break }
             }
             try writer.finish()
-            return stopRequested.load(ordering: .acquiring) ? .stopped : .finished
+            return thread.isStopRequested ? .stopped : .finished
         } catch {
             return .failed(error)
         }
@@ -80,9 +72,5 @@ public final class VirtualCardOutput: AudioOutput, @unchecked Sendable {
         }
     }
 
-    public func stop(drain: Bool) {
-        stopRequested.store(true, ordering: .releasing)
-        thread?.join()
-        thread = nil
-    }
+    public func stop(drain: Bool) { thread.stop() }
 }

@@ -115,8 +115,9 @@ public final class Player: Sendable {
             if status.state == .stopping { break }
         }
         stopRequested.store(true, ordering: .releasing)
-        output.stop(drain: false)
+        // The producer ends first, so it cannot start the output once the output has been stopped.
         producer.join()
+        output.stop(drain: false)
         let (final, changes) = shared.withLock { s in
             transition(&s, to: .stopped)
             defer { s.unreported.removeAll() }

@@ -5,8 +5,7 @@ import Synchronization
 /// All storage is allocated up front; `write` and `read` never allocate, lock or block, so the
 /// consumer side is safe on a real-time audio thread. Exactly one thread may write and one may read.
 public final class SPSCRing: @unchecked Sendable {
-    // @unchecked: the storage is shared, but the producer only touches [tail, head + capacity) and
-    // the consumer only [head, tail), with ownership handed over by the acquire/release indices.
+    // @unchecked: producer and consumer touch disjoint slots, handed over by the acquire/release indices.
     private let storage: UnsafeMutablePointer<Float>
     public let capacity: Int
     private let mask: Int

@@ -5,8 +5,7 @@ import Glibc
 
 /// A local file, read with plain syscalls. Opening it reports missing paths, directories and
 /// permission problems as errors a person can act on.
-public final class FileByteSource: ByteSource, @unchecked Sendable {
-    // @unchecked: used by one reader thread at a time (the player's producer).
+public final class FileByteSource: ByteSource {
     private let fd: Int32
     public let path: String
     public let length: Int64?
@@ -67,7 +66,7 @@ public final class FileByteSource: ByteSource, @unchecked Sendable {
 
 /// Bytes already in memory, handed out in pieces whose sizes follow a seeded generator:
 /// the way tests check that nothing depends on how a stream is split.
-public final class MemoryByteSource: ByteSource, @unchecked Sendable {
+public final class MemoryByteSource: ByteSource {
     private let bytes: [UInt8]
     private var position = 0
     private var random: SplitMix64
