@@ -36,7 +36,9 @@ let package = Package(
         systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
 
         // Errors, formats, clocks and the one place syscalls go through.
-        .target(name: "PartyCastCore"),
+        // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
+        // futexes Synchronization.Mutex takes on Linux and reports every contended one as a race.
+        .target(name: "PartyCastCore", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
@@ -46,10 +48,11 @@ let package = Package(
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
-        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastRing", "CALSA"]),
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastRing", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // The player's state machine wiring source → parser → decoder → ring → output.
         .target(name: "PartyCastPlayer", dependencies: [
             "PartyCastCore", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
@@ -61,7 +64,7 @@ let package = Package(
         // Opus and PCM packet encoders/decoders.
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "COpus"]),
         // mDNS publish/browse through avahi-client.
-        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
+        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -71,7 +74,7 @@ let package = Package(
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // Maps the listener's clock to the broadcaster's from NTP-style exchanges: offset and drift.
         .target(name: "PartyCastClock"),
@@ -79,13 +82,14 @@ let package = Package(
         .target(name: "PartyCastNetwork", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // What both programs share at the command line: one writer for every line, swift-log's
         // handler, the party key option, exit statuses, Ctrl-C and keys.
         .target(name: "PartyCastCLI", dependencies: [
             "PartyCastCore", "PartyCastWire",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         .executableTarget(name: "listener", dependencies: [

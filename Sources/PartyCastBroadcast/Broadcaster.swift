@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCodec
 import PartyCastCore
@@ -38,7 +39,7 @@ public final class Broadcaster: Sendable {
     private let options: BroadcastOptions
     private let fanout: Fanout
     private let stopRequested = Atomic<Bool>(false)
-    private let progressState = Mutex(BroadcastProgress())
+    private let progressState = NIOLockedValueBox(BroadcastProgress())
     public let sessionID: UInt64
 
     private let logger: Logger
@@ -51,7 +52,7 @@ public final class Broadcaster: Sendable {
         sessionID = UInt64.random(in: 1...UInt64.max)
     }
 
-    public var progress: BroadcastProgress { progressState.withLock { $0 } }
+    public var progress: BroadcastProgress { progressState.withLockedValue { $0 } }
 
     public func stop() { stopRequested.store(true, ordering: .releasing) }
 
@@ -115,7 +116,7 @@ public final class Broadcaster: Sendable {
         streamStartFrames = timelineFrames
         fanout.setPreamble([frame(streamFormat(encoder!, streamIndex: streamIndex, total: source.duration.frames)),
                             frame(metadata(source.tags, label: label, streamIndex: streamIndex, duration: source.duration.frames))])
-        progressState.withLock {
+        progressState.withLockedValue {
             $0 = BroadcastProgress(streamIndex: Int(streamIndex), title: source.tags.title ?? label,
                                    positionSeconds: 0, durationSeconds: source.duration.frames.map { Double($0) / Double(target.sampleRate) })
         }
@@ -192,7 +193,7 @@ public final class Broadcaster: Sendable {
             sequence += 1
             timelineFrames += UInt64(frames)
             let position = Double(timelineFrames - streamStartFrames) / Double(encoder.format.sampleRate)
-            progressState.withLock { $0.positionSeconds = position }
+            progressState.withLockedValue { $0.positionSeconds = position }
         }
         return true
     }

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCore
 import Synchronization
@@ -43,7 +44,7 @@ public final class Fanout: Sendable {
         var farewell: ByteBuffer?
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     public let maxSkippedChunks: Int
     private let logger: Logger
 
@@ -52,12 +53,12 @@ public final class Fanout: Sendable {
         self.logger = logger
     }
 
-    public var peers: [PeerInfo] { state.withLock { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
-    public var everJoined: Int { state.withLock { $0.everJoined } }
+    public var peers: [PeerInfo] { state.withLockedValue { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
+    public var everJoined: Int { state.withLockedValue { $0.everJoined } }
 
     /// Sets what every new listener gets before any audio (and sends it to those already joined).
     public func setPreamble(_ messages: [ByteBuffer]) {
-        state.withLock { s in
+        state.withLockedValue { s in
             flushBatch(&s)
             s.preamble = messages
             for peer in s.peers.values { for m in messages { peer.channel.write(m, promise: nil) }; peer.channel.flush() }
@@ -67,7 +68,7 @@ public final class Fanout: Sendable {
     /// Queues an audio chunk for everyone (sent at the next `flushChunks()`) and keeps it for late
     /// joiners until it has been played.
     public func queueChunk(_ bytes: ByteBuffer, presentationNanoseconds: UInt64, now: UInt64) {
-        state.withLock { s in
+        state.withLockedValue { s in
             s.backlog.removeAll { $0.presentationNanoseconds < now }
             s.backlog.append((presentationNanoseconds, bytes))
             var chunk = bytes
@@ -78,12 +79,12 @@ public final class Fanout: Sendable {
 
     /// Sends the queued chunks to everyone.
     public func flushChunks() {
-        state.withLock { flushBatch(&$0) }
+        state.withLockedValue { flushBatch(&$0) }
     }
 
     /// Sends a control message (end of stream, goodbye) to everyone, after the queued chunks.
     public func broadcast(_ bytes: ByteBuffer) {
-        state.withLock { s in
+        state.withLockedValue { s in
             flushBatch(&s)
             send(bytes, chunks: 0, in: &s)
         }
@@ -125,7 +126,7 @@ public final class Fanout: Sendable {
     /// the last chunks to a listener that reconnects while the broadcaster exits would repeat them.
     /// Must be called on the peer channel's event loop (its writes then precede any broadcast's).
     func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int? {
-        state.withLock { s in
+        state.withLockedValue { s in
             if let farewell = s.farewell {
                 for m in first + [farewell] { channel.write(m, promise: nil) }
                 channel.flush()
@@ -147,11 +148,11 @@ public final class Fanout: Sendable {
     }
 
     func leave(_ id: Int) {
-        state.withLock { _ = $0.peers.removeValue(forKey: id) }
+        state.withLockedValue { _ = $0.peers.removeValue(forKey: id) }
     }
 
     func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
-        state.withLock { s in
+        state.withLockedValue { s in
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds
         }
@@ -161,7 +162,7 @@ public final class Fanout: Sendable {
     /// been written, or after `deadline` whatever the listener does (one that stopped reading
     /// would otherwise hold its connection open for ever); the futures complete when they are closed.
     public func finish(with goodbye: ByteBuffer, deadline: TimeAmount) -> [EventLoopFuture<Void>] {
-        state.withLock { s in
+        state.withLockedValue { s in
             flushBatch(&s)
             s.farewell = goodbye
             defer { s.peers.removeAll() }

@@ -1,6 +1,7 @@
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import NIOConcurrencyHelpers
 #endif
 
 /// The one writer of everything a PartyCast program prints: whole lines, one write(2) each, under
@@ -12,28 +13,28 @@ public enum Console {
         var statusLines = 0
     }
 
-    private static let state = Mutex(State())
+    private static let state = NIOLockedValueBox(State())
 
     /// One line on stderr (logs, errors, prompts).
     public static func line(_ text: String) {
-        state.withLock { s in
+        state.withLockedValue { s in
             write(clearingStatus(&s) + text + "\n", to: STDERR_FILENO)
         }
     }
 
     /// Text on stderr without a newline (a question waiting for an answer).
     public static func prompt(_ text: String) {
-        state.withLock { s in write(clearingStatus(&s) + text, to: STDERR_FILENO) }
+        state.withLockedValue { s in write(clearingStatus(&s) + text, to: STDERR_FILENO) }
     }
 
     /// One line on stdout: a command's result, for scripts.
     public static func output(_ text: String) {
-        state.withLock { _ in write(text + "\n", to: STDOUT_FILENO) }
+        state.withLockedValue { _ in write(text + "\n", to: STDOUT_FILENO) }
     }
 
     /// Replaces the status display on a terminal with `lines`, drawn in place.
     public static func status(_ lines: [String]) {
-        state.withLock { s in
+        state.withLockedValue { s in
             let text = clearingStatus(&s) + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\n")
             write(text, to: STDERR_FILENO)
             s.statusLines = lines.count
@@ -42,7 +43,7 @@ public enum Console {
 
     /// Leaves the status display on screen and moves below it.
     public static func endStatus() {
-        state.withLock { s in
+        state.withLockedValue { s in
             guard s.statusLines > 0 else { return }
             write("\n", to: STDERR_FILENO)
             s.statusLines = 0

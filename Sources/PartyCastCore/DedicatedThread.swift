@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import NIOConcurrencyHelpers
 #endif
 import Synchronization
 
@@ -8,7 +9,7 @@ import Synchronization
 public final class DedicatedThread: Sendable {
     private let thread: pthread_t
     /// Whether the thread has been joined; held while joining, so a second join() waits for the first.
-    private let joined = Mutex(false)
+    private let joined = NIOLockedValueBox(false)
     private final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
 
     /// Runs `body` on a new thread; `body` (and all it captured) belongs to that thread from now on.
@@ -26,12 +27,12 @@ public final class DedicatedThread: Sendable {
 
     /// A thread nobody joined releases its resources when it ends.
     deinit {
-        if !joined.withLock({ $0 }) { pthread_detach(thread) }
+        if !joined.withLockedValue({ $0 }) { pthread_detach(thread) }
     }
 
     /// Waits until the thread has ended; from any thread, any number of times.
     public func join() {
-        joined.withLock { joined in
+        joined.withLockedValue { joined in
             guard !joined else { return }
             pthread_join(thread, nil)
             joined = true

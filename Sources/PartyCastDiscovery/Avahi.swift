@@ -3,6 +3,7 @@ import PartyCastCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import NIOConcurrencyHelpers
 #endif
 
 /// A service found on the LAN.
@@ -229,11 +230,11 @@ enum Avahi {
 /// avahi's threaded poll: avahi-client runs on a thread of its own, and calls back on it with the
 /// loop's lock held. Other threads take the lock (`locked`) before touching avahi objects.
 final class AvahiLoop: @unchecked Sendable {
-    // @unchecked: `running` (read by locked()) is set only by start()/stop(), which must not overlap locked() calls; the loop thread's id is behind a Mutex.
+    // @unchecked: `running` (read by locked()) is set only by start()/stop(), which must not overlap locked() calls; the loop thread's id is behind a lock.
     let poll: OpaquePointer
     let api: UnsafePointer<AvahiPoll>
     private var running = false
-    private let loopThread = Mutex<pthread_t?>(nil)
+    private let loopThread = NIOLockedValueBox<pthread_t?>(nil)
     private var probe: OpaquePointer?
 
     init() throws(PartyCastError) {
@@ -244,7 +245,7 @@ final class AvahiLoop: @unchecked Sendable {
         do {
             probe = try Avahi.newTimeout(api, milliseconds: 0, { timeout, context in
                 let loop = Unmanaged<AvahiLoop>.fromOpaque(context!).takeUnretainedValue()
-                loop.loopThread.withLock { $0 = pthread_self() }
+                loop.loopThread.withLockedValue { $0 = pthread_self() }
             }, Unmanaged.passUnretained(self).toOpaque())
         } catch {
             Avahi.freePoll(poll)
@@ -257,14 +258,14 @@ final class AvahiLoop: @unchecked Sendable {
         try Avahi.startPoll(poll)
         running = true
         let deadline = monotonicNanoseconds() + 2_000_000_000
-        while loopThread.withLock({ $0 == nil }) && monotonicNanoseconds() < deadline {
+        while loopThread.withLockedValue({ $0 == nil }) && monotonicNanoseconds() < deadline {
             sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
         }
     }
 
     /// True on avahi's thread (inside a callback).
     var isLoopThread: Bool {
-        loopThread.withLock { thread in thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        loopThread.withLockedValue { thread in thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
     /// Runs `body` holding the loop's lock (or directly when already inside a callback).

@@ -1,4 +1,5 @@
 import CAvahi
+import NIOConcurrencyHelpers
 import PartyCastCore
 import Synchronization
 
@@ -34,7 +35,7 @@ public final class ServicePublisher: @unchecked Sendable {
     private let loop: AvahiLoop
     private let port: UInt16
     private let onEvent: @Sendable (PublisherEvent) -> Void
-    private let currentName: Mutex<String>
+    private let currentName: NIOLockedValueBox<String>
     private var txt: [String: String]
     private var client: OpaquePointer?
     private var group: OpaquePointer?
@@ -53,7 +54,7 @@ public final class ServicePublisher: @unchecked Sendable {
         self.port = UInt16(port)
         self.txt = txt
         self.onEvent = onEvent
-        self.currentName = Mutex(name)
+        self.currentName = NIOLockedValueBox(name)
         loop = try AvahiLoop()
         reconnectTimer = try Avahi.newTimeout(loop.api, milliseconds: nil, { _, context in
             ServicePublisher.from(context).connect()
@@ -68,7 +69,7 @@ public final class ServicePublisher: @unchecked Sendable {
     }
 
     /// The name the service goes by now (after any renaming).
-    public var publishedName: String { currentName.withLock { $0 } }
+    public var publishedName: String { currentName.withLockedValue { $0 } }
 
     // MARK: The connection to avahi-daemon
 
@@ -175,7 +176,7 @@ public final class ServicePublisher: @unchecked Sendable {
     /// "Name" → "Name #2" → "Name #3"…
     private func rename() -> String {
         let next = Avahi.alternativeName(publishedName)
-        currentName.withLock { $0 = next }
+        currentName.withLockedValue { $0 = next }
         onEvent(.renamed(next))
         return next
     }

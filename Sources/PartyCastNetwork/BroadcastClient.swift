@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PartyCastClock
@@ -28,14 +29,14 @@ final class Inbox: Sendable {
         var resume: (@Sendable () -> Void)?
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     /// Signalled by every put and by `NetworkSource.Control.cancel()`.
     let wakeup = Wakeup()
 
     /// Queues a message; false when the budget is spent and the caller should stop reading until
     /// `resume` runs.
     func put(_ item: Item, bytes: Int, resume: @escaping @Sendable () -> Void) -> Bool {
-        let accepted = state.withLock { s in
+        let accepted = state.withLockedValue { s in
             s.items.append((item, bytes))
             s.bytes += bytes
             guard s.bytes >= Self.byteBudget else { return true }
@@ -48,7 +49,7 @@ final class Inbox: Sendable {
 
     /// Queues the end of a connection, whatever the budget.
     func close(_ item: Item) {
-        state.withLock { $0.items.append((item, 0)) }
+        state.withLockedValue { $0.items.append((item, 0)) }
         wakeup.signal()
     }
 
@@ -60,7 +61,7 @@ final class Inbox: Sendable {
     }
 
     private func next() -> Item? {
-        let (item, resume): (Item?, (@Sendable () -> Void)?) = state.withLock { s in
+        let (item, resume): (Item?, (@Sendable () -> Void)?) = state.withLockedValue { s in
             guard s.head < s.items.count else { return (nil, nil) }
             let (item, bytes) = s.items[s.head]
             s.head += 1
@@ -79,7 +80,7 @@ final class Inbox: Sendable {
 
     /// Forgets what a dropped connection left unread (it is not to be played).
     func discardMessages() {
-        let resume = state.withLock { s in
+        let resume = state.withLockedValue { s in
             s.items = Array(s.items[s.head...].filter { if case .message = $0.item { false } else { true } })
             s.head = 0
             s.bytes = 0
@@ -99,7 +100,7 @@ final class BroadcastClient: Sendable {
     /// Connects, waiting until connected, failed, or `cancelled()` (checked whenever `wakeup` fires).
     static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync,
                         cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
-        let outcome = Mutex<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
+        let outcome = NIOLockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -113,11 +114,11 @@ final class BroadcastClient: Sendable {
             (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ClientHandler.self), eventLoop: channel.eventLoop))
         }
         connecting.whenComplete { result in
-            outcome.withLock { $0 = result }
+            outcome.withLockedValue { $0 = result }
             inbox.wakeup.signal()
         }
         while true {
-            if let result = outcome.withLock({ $0 }) {
+            if let result = outcome.withLockedValue({ $0 }) {
                 switch result {
                 case .success(let (channel, handler)):
                     if cancelled() { channel.close(promise: nil); break }

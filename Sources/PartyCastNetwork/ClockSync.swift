@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import PartyCastClock
 import PartyCastCore
 import Synchronization
@@ -21,24 +22,24 @@ final class ClockSync: Sendable {
 
     let clock: LocalClock
     let schedule = PlaybackSchedule()
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     init(clock: LocalClock) { self.clock = clock }
 
     /// A new connection: the broadcaster may be another machine now, so its clock is learnt afresh.
     func connected() {
         let now = clock.now()
-        state.withLock { $0 = State(connectedAt: now) }
+        state.withLockedValue { $0 = State(connectedAt: now) }
     }
 
     /// How long to wait before the next exchange.
     func nextExchangeDelay() -> Int64 {
-        let since = state.withLock { clock.now() - $0.connectedAt }
+        let since = state.withLockedValue { clock.now() - $0.connectedAt }
         return ClockExchangeSchedule().interval(sinceJoin: since)
     }
 
     func record(_ sample: ClockSample) {
-        state.withLock { s in
+        state.withLockedValue { s in
             // Every answer echoes a t1 this connection sent: one from before it, or from after the
             // answer arrived, is forged or replayed.
             guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4 else { return }
@@ -49,7 +50,7 @@ final class ClockSync: Sendable {
 
     /// The stream's timing, learnt from an audio chunk's presentation time and position.
     func setTiming(_ timing: StreamTiming) {
-        state.withLock { s in
+        state.withLockedValue { s in
             guard s.timing != timing else { return }
             s.timing = timing
             publish(s)

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOPosix
 import PartyCastCore
 import PartyCastWire
@@ -34,7 +35,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public final class Control: Sendable {
         let inbox = Inbox()
         let clockSync: ClockSync
-        fileprivate let connection = Mutex<BroadcastClient?>(nil)
+        fileprivate let connection = NIOLockedValueBox<BroadcastClient?>(nil)
         private let stopped = Atomic<Bool>(false)
 
         public init(clock: LocalClock) { clockSync = ClockSync(clock: clock) }
@@ -43,7 +44,7 @@ public final class NetworkSource: ScheduledPCMSource {
         /// call returns promptly.
         public func cancel() {
             stopped.store(true, ordering: .releasing)
-            connection.withLock { $0?.leave() }
+            connection.withLockedValue { $0?.leave() }
             inbox.wakeup.signal()
         }
 
@@ -56,7 +57,7 @@ public final class NetworkSource: ScheduledPCMSource {
             if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
             var envelope = PCEnvelope()
             envelope.body = .status(status)
-            connection.withLock { $0?.sendIfJoined(envelope) }
+            connection.withLockedValue { $0?.sendIfJoined(envelope) }
         }
     }
 
@@ -99,7 +100,7 @@ public final class NetworkSource: ScheduledPCMSource {
     }
 
     deinit {
-        control.connection.withLock { $0?.close(); $0 = nil }
+        control.connection.withLockedValue { $0?.close(); $0 = nil }
         // Closing the channels first makes this quick whatever the peer does (a zero TCP window).
         try? group.syncShutdownGracefully()
     }
@@ -138,7 +139,7 @@ public final class NetworkSource: ScheduledPCMSource {
         case .failed(let error):
             throw error
         case .closed(let reason):
-            control.connection.withLock { $0 = nil }
+            control.connection.withLockedValue { $0 = nil }
             let why = droppingBecause ?? reason
             droppingBecause = nil
             if (broadcastEnded && options.once) || control.isCancelled { return false }
@@ -166,7 +167,7 @@ public final class NetworkSource: ScheduledPCMSource {
     private func drop(because why: String) {
         droppingBecause = why
         control.inbox.discardMessages()
-        control.connection.withLock { $0?.close() }
+        control.connection.withLockedValue { $0?.close() }
     }
 
     private func connect() throws(PartyCastError) {
@@ -177,7 +178,7 @@ public final class NetworkSource: ScheduledPCMSource {
                                   wantsSync: options.sync, key: options.key)
         let client = try BroadcastClient.connect(host: host, port: port, group: group, gate: gate, inbox: control.inbox,
                                                  clockSync: control.clockSync) { control.isCancelled }
-        control.connection.withLock { $0 = client }
+        control.connection.withLockedValue { $0 = client }
         // A cancel that came while connecting missed this connection: close it here.
         if control.isCancelled { client.close() }
         logger.info("connected to \(host):\(port)")

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastOutput
 import PartyCastRing
@@ -46,8 +47,8 @@ public final class Player: Sendable {
     private let openSource: SourceFactory
     private let output: AudioOutput
     private let options: PlayerOptions
-    private let shared = Mutex(Shared())
-    private let observers = Mutex<[@Sendable (PlayerStatus) -> Void]>([])
+    private let shared = NIOLockedValueBox(Shared())
+    private let observers = NIOLockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
     /// Wakes the control loop early when the output ends or the user acts.
     private let wakeup = Wakeup()
@@ -56,20 +57,20 @@ public final class Player: Sendable {
         self.openSource = source
         self.output = output
         self.options = options
-        shared.withLock { $0.status.outputName = output.name }
+        shared.withLockedValue { $0.status.outputName = output.name }
     }
 
     /// Called on the control thread (never the audio thread) on every state change and ~10 times a second.
     public func observe(_ observer: @escaping @Sendable (PlayerStatus) -> Void) {
-        observers.withLock { $0.append(observer) }
+        observers.withLockedValue { $0.append(observer) }
     }
 
-    public var status: PlayerStatus { shared.withLock { $0.status } }
+    public var status: PlayerStatus { shared.withLockedValue { $0.status } }
 
     // MARK: Commands (any thread)
 
     public func togglePause() {
-        shared.withLock { s in
+        shared.withLockedValue { s in
             switch s.status.state {
             case .playing, .buffering:
                 s.renderer?.setMode(.hold)
@@ -82,7 +83,7 @@ public final class Player: Sendable {
     }
 
     public func seek(bySeconds seconds: Double) {
-        shared.withLock { $0.commands.append(.seekBy(seconds: seconds)) }
+        shared.withLockedValue { $0.commands.append(.seekBy(seconds: seconds)) }
     }
 
     public func stop() {
@@ -94,7 +95,7 @@ public final class Player: Sendable {
 
     /// Plays until the stream ends, `stop()` is called or something fails; returns why it stopped.
     public func run() -> StopReason {
-        shared.withLock { transition(&$0, to: .connecting) }
+        shared.withLockedValue { transition(&$0, to: .connecting) }
         let producer = DedicatedThread { [self] in produce() }
         var lastUnderruns = 0
         var tick = 0
@@ -103,13 +104,13 @@ public final class Player: Sendable {
             wakeup.wait(nanoseconds: 5_000_000)
             tick += 1
             if stopRequested.load(ordering: .acquiring) {
-                shared.withLock { s in
+                shared.withLockedValue { s in
                     if s.status.stopReason == nil { s.status.stopReason = .user }
                     transition(&s, to: .stopping)
                 }
             }
             let status = step(&lastUnderruns)
-            let changes = shared.withLock { s in defer { s.unreported.removeAll() }; return s.unreported }
+            let changes = shared.withLockedValue { s in defer { s.unreported.removeAll() }; return s.unreported }
             for change in changes { notify(change) }
             if changes.isEmpty && tick % 20 == 0 { notify(status) }
             if status.state == .stopping { break }
@@ -118,7 +119,7 @@ public final class Player: Sendable {
         // The producer ends first, so it cannot start the output once the output has been stopped.
         producer.join()
         output.stop(drain: false)
-        let (final, changes) = shared.withLock { s in
+        let (final, changes) = shared.withLockedValue { s in
             transition(&s, to: .stopped)
             defer { s.unreported.removeAll() }
             return (s.status, s.unreported)
@@ -130,7 +131,7 @@ public final class Player: Sendable {
     /// One control tick: buffering ↔ playing by ring fill and underruns, end of stream, output failure.
     private func step(_ lastUnderruns: inout Int) -> PlayerStatus {
         let outcome = output.outcome
-        return shared.withLock { s in
+        return shared.withLockedValue { s in
             if let renderer = s.renderer, let format = s.status.format {
                 let fill = renderer.ring.availableToRead
                 s.status.bufferFill = Double(fill) / Double(renderer.ring.capacity)
@@ -165,7 +166,7 @@ public final class Player: Sendable {
     }
 
     private func notify(_ status: PlayerStatus) {
-        for observer in observers.withLock({ $0 }) { observer(status) }
+        for observer in observers.withLockedValue({ $0 }) { observer(status) }
     }
 
     // MARK: State machine
@@ -185,7 +186,7 @@ public final class Player: Sendable {
     }
 
     private func fail(_ error: PartyCastError) {
-        shared.withLock { fail(&$0, error) }
+        shared.withLockedValue { fail(&$0, error) }
     }
 
     // MARK: The producer thread
@@ -193,7 +194,7 @@ public final class Player: Sendable {
     private func produce() {
         do throws(PartyCastError) {
             let source = try openSource()
-            shared.withLock { transition(&$0, to: .waitingForData) }
+            shared.withLockedValue { transition(&$0, to: .waitingForData) }
             try source.prepare()
             guard let format = source.format else {
                 throw PartyCastError(.notAudio, "the source produced no audio")
@@ -214,7 +215,7 @@ public final class Player: Sendable {
                               latencyOffsetNanoseconds: Int64((options.latencyOffsetSeconds * 1e9).rounded()))
             }
             let renderer = Renderer(ring: ring, channels: format.channels, sync: sync)
-            shared.withLock { s in
+            shared.withLockedValue { s in
                 s.status.format = format
                 s.status.tags = source.tags
                 s.status.duration = source.duration
@@ -226,7 +227,7 @@ public final class Player: Sendable {
             if !output.isRealTime {
                 // A file output waits for data anyway; there is nothing to prebuffer for.
                 renderer.setMode(.run)
-                shared.withLock { transition(&$0, to: .playing) }
+                shared.withLockedValue { transition(&$0, to: .playing) }
             }
             try output.start(format: format, renderer: renderer) { [wakeup] in wakeup.signal() }
             try fill(ring: ring, renderer: renderer, from: source, format: format)
@@ -245,7 +246,7 @@ public final class Player: Sendable {
         let timed = renderer.isScheduled ? source as? ScheduledPCMSource : nil
         var timeline = TimelineKeeper(sampleRate: format.sampleRate)
         while !stopRequested.load(ordering: .acquiring) && !isStopping {
-            if let command = shared.withLock({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
+            if let command = shared.withLockedValue({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
                 let target: Int
                 switch command {
                 case .seek(let frame): target = frame
@@ -259,7 +260,7 @@ public final class Player: Sendable {
                 written = 0
                 ended = false
                 renderer.clearEndOfStream()
-                shared.withLock { s in
+                shared.withLockedValue { s in
                     s.positionBase = clamped
                     s.renderedAtBase = renderer.renderedFrames
                     s.status.positionFrames = clamped
@@ -286,7 +287,7 @@ public final class Player: Sendable {
                     }
                 }
                 let (duration, skipped, concealed, tags) = (source.duration, source.skippedBytes, source.concealedPackets, source.tags)
-                shared.withLock { s in
+                shared.withLockedValue { s in
                     s.status.duration = duration
                     s.status.skippedBytes = skipped
                     s.status.concealedPackets = concealed
@@ -314,7 +315,7 @@ public final class Player: Sendable {
     }
 
     private var isStopping: Bool {
-        shared.withLock { $0.status.state == .stopping || $0.status.state == .stopped }
+        shared.withLockedValue { $0.status.state == .stopping || $0.status.state == .stopped }
     }
 }
 
