@@ -70,6 +70,9 @@ let package = Package(
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
                           path: "Benchmarks/partycast-skew"),
         .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
+        // A man in the middle for the LAN tests of the party key handshake: captures a session's frames
+        // and replays them to either side.
+        .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
