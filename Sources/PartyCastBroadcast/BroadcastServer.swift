@@ -201,9 +201,15 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .joined(let id, let name) = state {
+        switch state {
+        case .joined(let id, let name):
             fanout.leave(id)
             logger.info("\(name)@\(address) disconnected")
+        case .awaitingKeyProof(let peer, _, _):
+            // A listener that found our proof wrong may close before its refusal gets here.
+            logger.warning("\(peer.name)@\(address) left during the key handshake (a different key?)")
+        case .awaitingHello, .closed:
+            break
         }
         state = .closed
         context.fireChannelInactive()
