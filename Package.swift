@@ -117,5 +117,7 @@ let package = Package(
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
+        // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
+        .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
     ]
 )

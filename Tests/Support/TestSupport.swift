@@ -64,12 +64,18 @@ public final class BackgroundProcess {
     /// Sends a signal to this process only (by its PID).
     public func signal(_ number: Int32) { if process.isRunning { kill(pid, number) } }
 
-    /// Waits for it to exit, killing it (SIGKILL, by PID) if it outlives `timeout`.
+    /// Waits for it to exit, killing it and its children (SIGKILL, by PID) if it outlives `timeout`:
+    /// a wrapper such as /usr/bin/time would otherwise leave the command it runs behind.
     public func wait(timeout: TimeInterval) -> ProcessResult {
         let deadline = Date().addingTimeInterval(timeout)
         var timedOut = false
         while process.isRunning {
-            if Date() > deadline { kill(pid, SIGKILL); timedOut = true; break }
+            if Date() > deadline {
+                for child in childProcesses(of: pid) { kill(child, SIGKILL) }
+                kill(pid, SIGKILL)
+                timedOut = true
+                break
+            }
             usleep(10_000)
         }
         process.waitUntilExit()
@@ -77,6 +83,14 @@ public final class BackgroundProcess {
         return ProcessResult(status: process.terminationStatus,
                              stdout: String(decoding: FileManager.default.contents(atPath: base + ".out") ?? Data(), as: UTF8.self),
                              stderr: stderr, timedOut: timedOut)
+    }
+}
+
+/// The PIDs of `pid`'s direct children (Linux: /proc/PID/task/*/children).
+public func childProcesses(of pid: Int32) -> [Int32] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return tasks.flatMap { task in
+        (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8))?.split(separator: " ").compactMap { Int32($0) } ?? []
     }
 }
 
@@ -176,4 +190,48 @@ public func snr(_ actual: ArraySlice<Float>, _ reference: ArraySlice<Float>) -> 
     }
     if noise == 0 { return .infinity }
     return 10 * log10(signal / noise)
+}
+
+/// Writes interleaved Float32 samples as a Float32 WAV through sox, so that `readAudio` of it gives
+/// them back exactly as it gives back any other WAV (sox rounds through 32-bit integers).
+public func writeAudio(_ samples: [Float], sampleRate: Int, channels: Int, to path: String) throws {
+    let raw = path + ".f32"
+    try samples.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: raw)) }
+    defer { try? FileManager.default.removeItem(atPath: raw) }
+    let result = try runProcess("sox", ["-t", "f32", "-r", "\(sampleRate)", "-c", "\(channels)", raw, "-e", "floating-point", "-b", "32", path])
+    XCTAssertEqual(result.status, 0, result.stderr)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock PartyCast's presentation times and clock exchanges use.
+public func monotonicNow() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
+/// `body` applied to each item, at most `limit` at a time, each on a thread of its own (the bodies
+/// may block for seconds on processes and sockets); the results in the items' order.
+public func concurrentMap<T: Sendable, R: Sendable>(_ items: [T], limit: Int, _ body: @escaping @Sendable (T) -> R) -> [R] {
+    let results = ConcurrentResults<R>(count: items.count)
+    let slots = DispatchSemaphore(value: limit)
+    let group = DispatchGroup()
+    for (index, item) in items.enumerated() {
+        slots.wait()
+        group.enter()
+        Thread.detachNewThread {
+            let value = body(item)
+            results.lock.withLock { results.values[index] = value }
+            slots.signal()
+            group.leave()
+        }
+    }
+    group.wait()
+    return results.values.map { $0! }
+}
+
+private final class ConcurrentResults<R>: @unchecked Sendable {
+    // @unchecked: `values` is only touched under `lock`.
+    let lock = NSLock()
+    var values: [R?]
+    init(count: Int) { values = Array(repeating: nil, count: count) }
 }
