@@ -26,10 +26,14 @@ final class ClockSync: Sendable {
 
     init(clock: LocalClock) { self.clock = clock }
 
+    static let plausibleRemoteTime: ClosedRange<Int64> = 0...(1 << 62)
+
     /// A new connection: the broadcaster may be another machine now, so its clock is learnt afresh.
+    /// The stream's timing stays: it belongs to the broadcast, which a reconnection continues (a new
+    /// broadcast brings its own with its first chunk).
     func connected() {
         let now = clock.now()
-        state.withLockedValue { $0 = State(connectedAt: now) }
+        state.withLockedValue { $0 = State(timing: $0.timing, connectedAt: now) }
     }
 
     /// How long to wait before the next exchange.
@@ -41,8 +45,11 @@ final class ClockSync: Sendable {
     func record(_ sample: ClockSample) {
         state.withLockedValue { s in
             // Every answer echoes a t1 this connection sent: one from before it, or from after the
-            // answer arrived, is forged or replayed.
-            guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4 else { return }
+            // answer arrived, is forged or replayed. The broadcaster's times are CLOCK_MONOTONIC
+            // readings (never negative, never centuries), and it answers within a second.
+            guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4,
+                  Self.plausibleRemoteTime.contains(sample.t2), Self.plausibleRemoteTime.contains(sample.t3),
+                  sample.t2 <= sample.t3, sample.t3 - sample.t2 <= 1_000_000_000 else { return }
             s.estimator.add(sample)
             publish(s)
         }

@@ -169,8 +169,10 @@ struct StreamReceiver {
         let channels = spec.format.channels
         scratch.removeAll(keepingCapacity: true)
         // Every chunk stands for exactly frameCount frames, whatever its payload decodes to, so the
-        // timeline never slips: a short or undecodable payload is made up by concealment.
-        let decoded = (try? decoder.decode(chunk.payload, into: &scratch)) ?? -1
+        // timeline never slips: a short or undecodable payload is made up by concealment. A PCM
+        // payload is always a whole chunk (the last one padded): any other size is not one.
+        let whole = spec.codec != .pcmF32Le || chunk.payload.count == spec.framesPerChunk * channels * 4
+        let decoded = whole ? (try? decoder.decode(chunk.payload, into: &scratch)) ?? -1 : -1
         if decoded < frameCount {
             concealedChunks += 1
             scratch.removeAll(keepingCapacity: true)
