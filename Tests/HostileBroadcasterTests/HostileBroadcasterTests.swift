@@ -175,8 +175,9 @@ struct ListenerRun {
         if timedOut { problems.append("still running 25 s after the fake's last message (hang); killed") }
         if let signal, crashed { problems.append("ended by a signal: \(signal)") }
         if let line = stderr.split(separator: "\n").first(where: { $0.contains("Fatal error") }) { problems.append(String(line)) }
-        if let line = timeLines.first(where: { $0.hasPrefix("maxrss_kb=") }), let kilobytes = Int(line.dropFirst(10)), kilobytes >= 100_000 {
-            problems.append("max RSS \(kilobytes / 1000) MB (limit 100 MB)")
+        if let line = timeLines.first(where: { $0.hasPrefix("maxrss_kb=") }), let kilobytes = Int(line.dropFirst(10)) {
+            print("hostile listener \(line)")  // for the record: the suite's worst case
+            if kilobytes >= 100_000 { problems.append("max RSS \(kilobytes / 1000) MB (limit 100 MB)") }
         }
         if stderr.utf8.contains(0x1B) || stderr.unicodeScalars.contains("\u{9B}") { problems.append("terminal escapes reached stderr") }
         if stderr.utf8.count >= 8192 { problems.append("stderr is \(stderr.utf8.count) bytes (limit 8 KB)") }
