@@ -56,6 +56,8 @@ final class ScheduledReader {
     private(set) var underruns = 0
     /// Whether silence was appended after the stream's last frame.
     private var tailPadded = false
+    /// Frames let go from the ring's start while there was no schedule to play them on.
+    private var unscheduledDiscards = 0
 
     /// Last measured lateness of what is heard against its schedule (µs; negative: early), or Int.min before the first.
     let syncErrorMicroseconds = Atomic<Int>(Int.min)
@@ -86,6 +88,7 @@ final class ScheduledReader {
         state = .needsTimeline
         inputFrames = 0
         tailPadded = false
+        unscheduledDiscards = 0
     }
 
     /// Playback was held (pause, underrun): on resume, find the scheduled frame again.
@@ -118,7 +121,15 @@ final class ScheduledReader {
         out.update(repeating: 0)
         // No schedule yet: wait in silence; a stream that ended before there was one (a broadcaster
         // that answered no clock request) can never be placed, and waiting for it would never end.
-        guard let line = schedule.line(orElse: lastLine) else { return (0, streamEnded) }
+        guard let line = schedule.line(orElse: lastLine) else {
+            // Nor may a full ring wait: the producer would stall, and with it the reading of the
+            // connection whose clock answers bring the schedule. The oldest audio goes instead (it
+            // would be late by then), keeping its place on the timeline.
+            if ring.capacity - ring.availableToRead < out.count {
+                unscheduledDiscards += ring.discard(out.count) / channels
+            }
+            return (0, streamEnded)
+        }
         lastLine = line
         let heard = heardAt &+ latencyOffsetNanoseconds
         let due = line.frame(at: heard)
@@ -128,7 +139,7 @@ final class ScheduledReader {
         if case .needsTimeline = state {
             guard ring.availableToRead >= channels else { return (0, streamEnded) }
             // Silence before the timeline's first frame, so the kernel has history from the start.
-            inputStart = timelineStart.load(ordering: .acquiring) - Self.halfTaps
+            inputStart = timelineStart.load(ordering: .acquiring) + unscheduledDiscards - Self.halfTaps
             inputFrames = Self.halfTaps
             input.update(repeating: 0)
             state = .aligning

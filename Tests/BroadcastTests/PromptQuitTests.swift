@@ -45,6 +45,23 @@ final class PromptQuitTests: XCTestCase {
         assertQuitPromptly(server, "broadcaster with a stalled listener")
     }
 
+    /// A broadcaster frozen mid-broadcast (SIGSTOP: it neither reads nor writes) while the listener plays.
+    func testListenerQuitsWhileItsBroadcasterIsFrozen() throws {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "tone:440:60", "--start-in", "0"])
+        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
+        let listening = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/v.wav", "--quiet"])
+        XCTAssertTrue(server.waitForStderr("joined", timeout: 20), server.stderr)
+        server.signal(SIGSTOP)
+        defer {
+            server.signal(SIGCONT)
+            server.signal(SIGINT)
+            _ = server.wait(timeout: 10)
+        }
+        assertQuitPromptly(listening, "listener whose broadcaster froze")
+    }
+
     /// A server that accepts the connection and never says a word: the listener is still joining.
     func testListenerQuitsWhileJoiningABroadcasterThatNeverAnswers() throws {
         guard let (fd, port) = boundLoopbackSocket(), listen(fd, 4) == 0 else { return XCTFail("no socket") }

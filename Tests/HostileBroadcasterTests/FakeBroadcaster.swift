@@ -173,6 +173,7 @@ final class FakeConnection: @unchecked Sendable {
     private var first: PCEnvelope?
     private var hello: PCHello?
     private var readerDone = false
+    private var clockAnswered = false
     private var closed = false
     /// Set once the script sent what must end the connection: send errors are then expected.
     private var expectingClose = false
@@ -231,6 +232,17 @@ final class FakeConnection: @unchecked Sendable {
         // Status and whatever a newer listener may add are ignored, as a broadcaster would.
         if case .clockRequest(let request)? = message.body {
             for response in fake.clockAnswer(request) { try? write(WireFraming.encode(envelope(.clockResponse(response)))) }
+            state.withLock { clockAnswered = true; state.broadcast() }
+        }
+    }
+
+    /// Waits until a clock request has been answered, so what the script sends next cannot stand
+    /// between the listener and its first clock answer.
+    func waitForClockAnswer(timeout: Double = 10) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        try state.withLock {
+            while !clockAnswered && !readerDone && state.wait(until: deadline) {}
+            guard clockAnswered else { throw FakeError("no clock request answered within \(timeout) s") }
         }
     }
 
