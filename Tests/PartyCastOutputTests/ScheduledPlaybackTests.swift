@@ -16,9 +16,10 @@ final class ScheduledPlaybackTests: XCTestCase {
     /// Runs a renderer for `seconds` of virtual time. `line(t)` is the schedule at local time t;
     /// `feed(frame, t)` says whether the producer has stream frame `frame` by time t (it is fed in order).
     /// Returns the left channel and, per output frame, the stream frame the schedule wanted there.
-    func play(seconds: Double, firstFrame: Int = 0, latencyOffset: Int64 = 0,
+    /// With `scheduleFrom`, no schedule exists before that time (no clock answer yet).
+    func play(seconds: Double, period: Int = 480, firstFrame: Int = 0, latencyOffset: Int64 = 0, scheduleFrom: Int64 = 0,
               line: (Int64) -> PlaybackSchedule.Line,
-              feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double]) {
+              feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double], fed: Int) {
         let ring = SPSCRing(minimumCapacity: 4 * rate * 2)
         let schedule = PlaybackSchedule()
         let renderer = Renderer(ring: ring, channels: 2, sync: Renderer.Sync(schedule: schedule, sampleRate: rate, latencyOffsetNanoseconds: latencyOffset))
@@ -28,10 +29,10 @@ final class ScheduledPlaybackTests: XCTestCase {
         var left: [Float] = [], right: [Float] = [], due: [Double] = []
         let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: period * 2)
         defer { buffer.deallocate() }
-        for k in 0..<Int(seconds * 100) {
-            let heardAt = Int64(k) * 10_000_000
+        for k in 0..<Int(seconds * Double(rate) / Double(period)) {
+            let heardAt = Int64(k) * Int64(period) * 1_000_000_000 / Int64(rate)
             let current = line(heardAt)
-            schedule.publish(current)
+            if heardAt >= scheduleFrom { schedule.publish(current) }
             // The producer runs ahead of playback as a network would deliver.
             var frame = [Float](repeating: 0, count: 2)
             while ring.availableToWrite >= 2 && feed(nextFrame, heardAt) {
@@ -47,7 +48,7 @@ final class ScheduledPlaybackTests: XCTestCase {
                 due.append(current.frame(at: heardAt + latencyOffset + Int64(i) * 1_000_000_000 / Int64(rate)))
             }
         }
-        return (left, right, due)
+        return (left, right, due, nextFrame)
     }
 
     /// Stream frame 0 due at `start` ns, advancing `1 + drift` stream frames per output frame.
@@ -57,7 +58,7 @@ final class ScheduledPlaybackTests: XCTestCase {
 
     /// Largest difference between what was played and what the schedule wanted, over `range`
     /// (output frames), in both channels.
-    func worstError(_ played: (left: [Float], right: [Float], due: [Double]), _ range: Range<Int>) -> Double {
+    func worstError(_ played: (left: [Float], right: [Float], due: [Double], fed: Int), _ range: Range<Int>) -> Double {
         var worst = 0.0
         for i in range {
             worst = max(worst, abs(Double(played.left[i]) - 0.5 * sin(omega * played.due[i])),
@@ -153,5 +154,17 @@ final class ScheduledPlaybackTests: XCTestCase {
         XCTAssertEqual(played.right[firstDue - 1], 0)
         XCTAssertNotEqual(played.right[firstDue], 0)
         XCTAssertLessThan(microseconds(worstError(played, (firstDue + 300)..<played.left.count)), 1)
+    }
+
+    /// No clock answer for 5 s while the producer keeps delivering: the full ring lets its oldest
+    /// audio go rather than the producer stalling, and once a schedule exists every frame plays at
+    /// its time, so the frames let go kept the ring's place on the timeline. (Periods of 470 frames,
+    /// so what was let go is no whole number of the sine's 48-frame cycles: a misplaced ring shows.)
+    func testARingThatFillsBeforeAnyScheduleKeepsFlowingAndItsPlace() {
+        let played = play(seconds: 7, period: 470, scheduleFrom: 5_000_000_000, line: { _ in self.line(start: -1_000_000_000) })
+        XCTAssertGreaterThan(played.fed, 6 * rate, "the producer never waited for long on a full ring")
+        XCTAssertTrue(played.left[0..<(5 * rate)].allSatisfy { $0 == 0 }, "silence while there is no schedule")
+        let settled = Int(5.1 * Double(rate))
+        XCTAssertLessThan(microseconds(worstError(played, settled..<played.left.count)), 1, "in step once the schedule came")
     }
 }
