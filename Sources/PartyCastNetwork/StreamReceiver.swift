@@ -209,9 +209,12 @@ struct StreamReceiver {
         }
         if anchor == nil || disagreeing > 0 {
             clockSync.setTiming(ClockSync.StreamTiming(originNanoseconds: origin, sampleRate: sampleRate))
+            anchor = nil
         }
         disagreeing = 0
-        anchor = (presentation, position, arrivedAt)
+        // The anchor follows the stream forward only: a resent earlier chunk (a rejoin's backlog)
+        // arriving now must not make the stream look behind where it stands.
+        if position > anchor?.position ?? .min { anchor = (presentation, position, arrivedAt) }
         return true
     }
 

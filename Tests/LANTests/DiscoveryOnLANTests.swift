@@ -10,13 +10,9 @@ import XCTest
 /// This LAN has a namespace prefix and state directory of its own (pcdisco-host1…), so it never
 /// meets a LAN that another test run has up at the same time.
 final class DiscoveryOnLANTests: XCTestCase {
-    static let lan = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../scripts/lan/lan.sh").standardized.path
-    static let environment = [
-        "PC_LAN_STATE": (NSTemporaryDirectory() as NSString).appendingPathComponent("pc-lan-discovery-tests"),
-        "PC_LAN_PREFIX": "pcdisco",
-        "PC_LAN_LIFETIME": "300",  // the harness's watchdog takes the LAN down even if this process dies
-    ]
+    static let harness = LANHarness(prefix: "pcdisco", state: "pc-lan-discovery-tests")
+    static let lan = LANHarness.script
+    static let environment = harness.environment
     let probe = productPath("partycast-mdns-probe")
     let serviceType = "_partycast._tcp"
     fileprivate var started: [LiveProcess] = []
@@ -24,23 +20,13 @@ final class DiscoveryOnLANTests: XCTestCase {
     func host(_ i: Int) -> String { "pcdisco-host\(i)" }
 
     override func setUpWithError() throws {
-        guard FileManager.default.isExecutableFile(atPath: probe) else {
-            XCTFail("\(probe) is not built: swift build first")
-            throw CocoaError(.fileNoSuchFile)
-        }
-        let up = try runProcess(Self.lan, ["up", "3"], timeout: 60, environment: Self.environment)
-        guard up.status == 0 else {
-            if up.stderr.contains("cannot create network namespaces") { throw XCTSkip("no network namespaces here: \(up.stderr)") }
-            XCTFail("lan.sh up 3 failed (status \(up.status)\(up.timedOut ? ", timed out" : "")): \(up.stderr)")
-            throw CocoaError(.executableLoad)
-        }
+        try Self.harness.up(hosts: 3, tools: [probe], timeout: 60)
     }
 
     override func tearDownWithError() throws {
         for process in started { _ = process.stop(timeout: 5); process.removeOutput() }
         started = []
-        let down = try runProcess(Self.lan, ["down"], timeout: 60, environment: Self.environment)
-        XCTAssertEqual(down.status, 0, "lan.sh down: \(down.stderr)")
+        try Self.harness.down()
     }
 
     // MARK: Tests

@@ -13,13 +13,9 @@ import XCTest
 /// The LAN has a namespace prefix and state directory of its own (pckey-host1…), so it never meets
 /// the other LAN tests' LANs.
 final class PrivatePartyOnLANTests: XCTestCase {
-    static let lan = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../scripts/lan/lan.sh").standardized.path
-    static let environment = [
-        "PC_LAN_STATE": (NSTemporaryDirectory() as NSString).appendingPathComponent("pc-lan-key-tests"),
-        "PC_LAN_PREFIX": "pckey",
-        "PC_LAN_LIFETIME": "300",  // the harness's watchdog takes the LAN down even if this process dies
-    ]
+    static let harness = LANHarness(prefix: "pckey", state: "pc-lan-key-tests")
+    static let lan = LANHarness.script
+    static let environment = harness.environment
     let broadcaster = productPath("broadcaster")
     let listener = productPath("listener")
     let relay = productPath("partycast-relay")
@@ -32,16 +28,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
     func address(_ i: Int) -> String { "10.77.0.\(10 + i)" }
 
     override func setUpWithError() throws {
-        for tool in [broadcaster, listener, relay] where !FileManager.default.isExecutableFile(atPath: tool) {
-            XCTFail("\(tool) is not built: swift build first")
-            throw CocoaError(.fileNoSuchFile)
-        }
-        let up = try runProcess(Self.lan, ["up", "4"], timeout: 90, environment: Self.environment)
-        guard up.status == 0 else {
-            if up.stderr.contains("cannot create network namespaces") { throw XCTSkip("no network namespaces here: \(up.stderr)") }
-            XCTFail("lan.sh up 4 failed (status \(up.status)\(up.timedOut ? ", timed out" : "")): \(up.stderr)")
-            throw CocoaError(.executableLoad)
-        }
+        try Self.harness.up(hosts: 4, tools: [broadcaster, listener, relay], timeout: 90)
     }
 
     override func tearDownWithError() throws {
@@ -50,8 +37,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
         for process in started { _ = process.wait(timeout: 5) }
         started = []
         if let directory, testRun?.totalFailureCount == 0 { try? FileManager.default.removeItem(atPath: directory) }
-        let down = try runProcess(Self.lan, ["down"], timeout: 60, environment: Self.environment)
-        XCTAssertEqual(down.status, 0, "lan.sh down: \(down.stderr)")
+        try Self.harness.down()
     }
 
     func testOnlyTheKeyGetsInAndACapturedHandshakeIsWorthNothing() throws {

@@ -36,7 +36,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 case .violation: gate = ConnectionGate(listenerName: "fuzz", hostName: "fuzz", listenerID: "1", wantsSync: true, key: key)
                 }
                 if let channels = receiver.spec?.format.channels { precondition(pcm.count % channels == 0, "a partial frame") }
-                precondition(pcm.count <= 5760 * 8, "more audio than one chunk can carry")
+                // A chunk keeps at most its frames per chunk, and a PCM chunk fits one message.
+                precondition(pcm.count <= WireFraming.maxMessageBytes / 4, "more audio than one chunk can carry")
             case .clock(let sample):
                 clockSync.record(sample)
             case .close, .fail:
