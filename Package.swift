@@ -48,10 +48,10 @@ let package = Package(
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
-        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastRing", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // The player's state machine wiring source → parser → decoder → ring → output.
         .target(name: "PartyCastPlayer", dependencies: [
-            "PartyCastCore", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
+            "PartyCastCore", "PartyCastClock", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
@@ -75,12 +75,16 @@ let package = Package(
         .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastClock", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
-        // Maps the listener's clock to the broadcaster's from NTP-style exchanges: offset and drift.
-        .target(name: "PartyCastClock"),
+        // Clock sync, all of it: the maths that map a listener's clock to the broadcaster's (free of
+        // I/O, at the top), the local clock and the schedule the audio thread reads (Playback/), and
+        // the exchanges themselves — UDP with kernel timestamps, TCP as the fallback (Exchange/).
+        .target(name: "PartyCastClock", dependencies: [
+            "PartyCastCore", "PartyCastWire", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastCodec", "PartyCastWire",
@@ -96,7 +100,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastDiscovery", "PartyCastCLI",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "broadcaster", dependencies: [
@@ -111,10 +115,10 @@ let package = Package(
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
-        .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
+        .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: ["PartyCastClock", "PartyCastSources"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
-        .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastRing", "PartyCastCore"]),
+        .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.

@@ -2,23 +2,36 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 
-/// The TCP side of the broadcaster: accepts listeners, runs the handshake (Hello → Welcome, with the
-/// key challenge in between for a private party) under a timeout, answers clock requests, and hands
-/// joined listeners to the `Fanout`. Hostile peers (garbage, oversized length prefixes, silence,
-/// wrong keys) are closed and logged; serving goes on.
+/// The network side of the broadcaster: accepts listeners over TCP, runs the handshake (Hello →
+/// Welcome, with the key challenge in between for a private party) under a timeout, and hands joined
+/// listeners to the `Fanout`; their clock requests go to the `ClockResponder` (UDP, on the same port
+/// number where it is free), or are answered on the connection where UDP does not get through.
+/// Hostile peers (garbage, oversized length prefixes, silence, wrong keys) are closed and logged;
+/// serving goes on.
 public final class BroadcastServer: Sendable {
     public static let handshakeTimeout = TimeAmount.seconds(5)
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
+    private let clockResponder: ClockResponder?
+    private let logger: Logger
     public let port: Int
 
     /// - Parameter welcome: builds the Welcome for a peer (protocol version, names, session).
     /// - Parameter key: a private party's key: only listeners that prove they hold it join.
     public init(host: String, port: Int, fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope,
                 logger: Logger) throws(PartyCastError) {
+        // On the TCP port's number (UDP 7360 by default, firewalls allow the pair), or any free one.
+        let clockResponder: ClockResponder?
+        do {
+            clockResponder = try ClockResponder(host: host, port: port)
+        } catch {
+            clockResponder = nil
+            logger.warning("no UDP clock responder (\(error)): listeners keep time over their TCP connections")
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -28,22 +41,32 @@ public final class BroadcastServer: Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
+                                                                               clockResponder: clockResponder, logger: logger))
                 }
             }
         do {
             channel = try bootstrap.bind(host: host, port: port).wait()
         } catch {
             try? group.syncShutdownGracefully()
+            clockResponder?.shutdown()
             throw PartyCastError(.io, "cannot listen on \(host):\(port): \(error); is another broadcaster using the port? Try --port")
         }
         self.group = group
         self.port = channel.localAddress?.port ?? port
+        self.logger = logger
+        self.clockResponder = clockResponder
     }
 
     public func shutdown() {
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
+        if let clockResponder {
+            clockResponder.shutdown()
+            if clockResponder.ignoredDatagrams > 0 {
+                logger.info("ignored \(clockResponder.ignoredDatagrams) clock datagrams (unknown session, bad signature, malformed or too many)")
+            }
+        }
     }
 }
 
@@ -61,23 +84,25 @@ final class PeerHandler: ChannelInboundHandler {
     enum State {
         case awaitingHello
         case awaitingKeyProof(Peer, listenerNonce: [UInt8], broadcasterNonce: [UInt8])
-        case joined(id: Int, name: String)
+        case joined(id: Int, name: String, clockToken: UInt64?)
         case closed
     }
 
     private let fanout: Fanout
     private let key: PartyKey?
     private let welcome: @Sendable () -> PCEnvelope
+    private let clockResponder: ClockResponder?
     private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var state = State.awaitingHello
     private var address = "?"
     private var receivedAt: UInt64 = 0
 
-    init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, logger: Logger) {
+    init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, clockResponder: ClockResponder?, logger: Logger) {
         self.fanout = fanout
         self.key = key
         self.welcome = welcome
+        self.clockResponder = clockResponder
         self.logger = logger
     }
 
@@ -99,7 +124,7 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // t2 of a clock exchange: as close to the socket read as this handler gets.
+        // t2 of a clock exchange over TCP (the fallback): as close to the socket read as this handler gets.
         receivedAt = monotonicNanoseconds()
         let buffer = unwrapInboundIn(data)
         decoder.push(buffer.readableBytesView)
@@ -121,7 +146,7 @@ final class PeerHandler: ChannelInboundHandler {
                 return
             }
             let peer = Peer(name: String(untrusted: hello.listenerName, limit: 60), host: String(untrusted: hello.hostName, limit: 60))
-            guard let key else { return join(peer, context) }
+            guard let key else { return join(peer, clockKey: nil, context) }
             guard hello.holdsKey else {
                 send(PCEnvelope.failure(.keyRequired, "this party is private: join it with --key (or PARTYCAST_KEY)"), context)
                 drop(context, "(\(peer.name)) has no party key; refused it")
@@ -146,21 +171,15 @@ final class PeerHandler: ChannelInboundHandler {
                 drop(context, "(\(peer.name)) could not prove it holds the party key (a different key, or a replayed handshake); refused it")
                 return
             }
-            join(peer, context)
+            join(peer, clockKey: key?.clockKey(listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce), context)
         case (_, .error(let error)?):
             // A listener refusing us: its key differs, or it wants a private party and this one is public.
             drop(context, "refused this broadcaster: \(String(untrusted: error.message))")
         case (.joined, .clockRequest(let request)?):
-            var response = PCClockResponse()
-            response.t1 = request.t1
-            response.t2 = Int64(bitPattern: receivedAt)
-            response.t3 = Int64(bitPattern: monotonicNanoseconds())
-            var reply = PCEnvelope()
-            reply.body = .clockResponse(response)
-            send(reply, context)
-        case (.joined(let id, _), .status(let status)?):
+            send(ClockResponder.answer(request, receivedAt: receivedAt), context)
+        case (.joined(let id, _, _), .status(let status)?):
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds), syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil)
-        case (.joined(_, let name), .goodbye?):
+        case (.joined(_, let name, _), .goodbye?):
             logger.info("\(name)@\(address) left")
             close(context)
         case (.awaitingHello, _):
@@ -172,15 +191,23 @@ final class PeerHandler: ChannelInboundHandler {
         }
     }
 
-    private func join(_ peer: Peer, _ context: ChannelHandlerContext) {
-        let greeting = try? WireFraming.encode(welcome())
+    private func join(_ peer: Peer, clockKey: ClockDatagramKey?, _ context: ChannelHandlerContext) {
+        var greeting = welcome()
+        let clockToken = clockResponder?.admit(key: clockKey)
+        if case .welcome(var body)? = greeting.body, let clockResponder, let clockToken {
+            body.clockPort = UInt32(clockResponder.port)
+            body.clockToken = clockToken
+            greeting.body = .welcome(body)
+        }
+        let bytes = try? WireFraming.encode(greeting)
         guard let id = fanout.join(channel: context.channel, name: peer.name, host: peer.host,
-                                   address: address, first: greeting.map { [ByteBuffer(bytes: $0)] } ?? []) else {
+                                   address: address, first: bytes.map { [ByteBuffer(bytes: $0)] } ?? []) else {
+            if let clockToken { clockResponder?.dismiss(clockToken) }
             state = .closed
             logger.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
             return
         }
-        state = .joined(id: id, name: peer.name)
+        state = .joined(id: id, name: peer.name, clockToken: clockToken)
         logger.info("\(peer.name)@\(address) joined")
     }
 
@@ -195,15 +222,15 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     private func close(_ context: ChannelHandlerContext) {
-        if case .joined(let id, _) = state { fanout.leave(id) }
+        leave()
         state = .closed
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         switch state {
-        case .joined(let id, let name):
-            fanout.leave(id)
+        case .joined(_, let name, _):
+            leave()
             logger.info("\(name)@\(address) disconnected")
         case .awaitingKeyProof(let peer, _, _):
             // A listener that found our proof wrong may close before its refusal gets here.
@@ -213,6 +240,13 @@ final class PeerHandler: ChannelInboundHandler {
         }
         state = .closed
         context.fireChannelInactive()
+    }
+
+    /// A joined listener's share of the audio and of the clock responder ends with its connection.
+    private func leave() {
+        guard case .joined(let id, _, let clockToken) = state else { return }
+        fanout.leave(id)
+        if let clockToken { clockResponder?.dismiss(clockToken) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

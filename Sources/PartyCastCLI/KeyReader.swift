@@ -11,16 +11,14 @@ public final class KeyReader {
     }
 
     private let saved: termios
-    /// A pipe: `finish()` writes to [1], the thread wakes on [0].
-    private let stop: [Int32]
+    private let stop: WakePipe
     private let thread: DedicatedThread
 
     /// Nil when standard input is not a terminal (nothing to read keys from).
     public init?(onKey: @escaping @Sendable (Key) -> Void) {
         guard isatty(STDIN_FILENO) == 1 else { return nil }
-        var stop: [Int32] = [-1, -1]
-        guard pipe(&stop) == 0 else { return nil }
-        let wake = stop[0]
+        guard let stop = try? WakePipe() else { return nil }
+        let wake = stop.readEnd
         var original = termios()
         tcgetattr(STDIN_FILENO, &original)
         saved = original
@@ -53,10 +51,8 @@ public final class KeyReader {
 
     /// Stops reading and gives the terminal back as it was.
     public func finish() {
-        var byte: UInt8 = 1
-        _ = write(stop[1], &byte, 1)
+        stop.wake()
         thread.join()
-        stop.forEach { close($0) }
         var original = saved
         tcsetattr(STDIN_FILENO, TCSANOW, &original)
     }

@@ -39,13 +39,3 @@ extension PCMSource {
     public var skippedBytes: Int64 { 0 }
     public var concealedPackets: Int { 0 }
 }
-
-/// A source whose frames are due at set times (a live broadcast). In party mode the player plays
-/// each frame when `schedule` says, whatever the ring holds.
-public protocol ScheduledPCMSource: PCMSource {
-    /// Local clock → stream frame, kept up to date by the source's clock sync.
-    var schedule: PlaybackSchedule { get }
-    /// The stream frame (frames since the stream began) of the first sample the last `produce`
-    /// call appended; nil if it appended none.
-    var lastProducedFrame: Int? { get }
-}

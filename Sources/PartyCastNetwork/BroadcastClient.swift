@@ -178,6 +178,7 @@ final class ClientHandler: ChannelInboundHandler {
     private var decoder = WireFrameDecoder()
     private var closedReason: String?
     private var context: ChannelHandlerContext?
+    private var clockRequester: ClockRequester?
 
     init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync) {
         self.gate = gate
@@ -217,7 +218,7 @@ final class ClientHandler: ChannelInboundHandler {
         case .reply(let envelope):
             if let bytes = try? WireFraming.encode(envelope) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
         case .deliver(let envelope):
-            if case .welcome? = envelope.body { startClockExchanges(on: context.channel) }
+            if case .welcome(let welcome)? = envelope.body, gate.wantsSync { startClockExchanges(welcome, on: context.channel) }
             let channel = context.channel
             let keepReading = inbox.put(.message(envelope, arrivedAt: arrivedAt), bytes: decoder.lastMessageBytes) {
                 channel.eventLoop.execute { _ = channel.setOption(.autoRead, value: true) }
@@ -239,23 +240,22 @@ final class ClientHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Runs clock exchanges on the connection's event loop until it closes: dense at first, then
-    /// sparse. t1 is stamped right before the write, on the loop that does it.
-    private func startClockExchanges(on channel: Channel) {
-        let clockSync = self.clockSync
-        @Sendable func exchange() {
-            guard channel.isActive else { return }
-            var request = PCClockRequest()
-            request.t1 = clockSync.clock.now()
-            var envelope = PCEnvelope()
-            envelope.body = .clockRequest(request)
-            if let bytes = try? WireFraming.encode(envelope) { channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil) }
-            channel.eventLoop.scheduleTask(in: .nanoseconds(clockSync.nextExchangeDelay())) { exchange() }
+    /// Runs the clock exchanges until the connection closes: over UDP to the broadcaster's address
+    /// when its Welcome offers a port, over this connection otherwise.
+    private func startClockExchanges(_ welcome: PCWelcome, on channel: Channel) {
+        let datagrams = channel.remoteAddress?.ipAddress.flatMap { host in
+            welcome.clockPort == 0 || welcome.clockPort > UInt16.max ? nil
+                : ClockRequester.Datagrams(host: host, port: Int(welcome.clockPort), token: welcome.clockToken, key: gate.clockKey)
         }
-        exchange()
+        clockRequester = try? ClockRequester(datagrams: datagrams, sync: clockSync) { request in
+            guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        clockRequester?.stop()
+        clockRequester = nil
         inbox.close(.closed(closedReason ?? "the connection closed"))
     }
 

@@ -31,6 +31,8 @@ struct ConnectionGate {
     private let key: PartyKey?
     private let nonce: [UInt8]
     private var phase = Phase.awaitingWelcome(challenged: false)
+    /// Signs this connection's clock datagrams at a private party, from both handshake nonces.
+    private(set) var clockKey: ClockDatagramKey?
 
     init(listenerName: String, hostName: String, listenerID: String, wantsSync: Bool, key: PartyKey?,
          nonce: [UInt8] = PartyKey.freshNonce()) {
@@ -50,6 +52,7 @@ struct ConnectionGate {
     }
 
     var isJoined: Bool { if case .joined = phase { true } else { false } }
+    var wantsSync: Bool { if case .hello(let hello)? = hello.body { hello.wantsSync } else { false } }
 
     /// What to do with one envelope that arrived at `arrivedAt` (local clock).
     mutating func handle(_ envelope: PCEnvelope, arrivedAt: Int64) -> [Verdict] {
@@ -109,6 +112,7 @@ struct ConnectionGate {
                     .fail(PartyCastError(.key, "the broadcaster could not prove it holds your party key: the keys differ (or someone replayed an old handshake)"))]
         }
         phase = .awaitingWelcome(challenged: true)
+        clockKey = key.clockKey(listenerNonce: nonce, broadcasterNonce: broadcasterNonce)
         var proof = PCKeyProof()
         proof.listenerProof = Data(key.listenerProof(listenerNonce: nonce, broadcasterNonce: broadcasterNonce))
         var envelope = PCEnvelope()

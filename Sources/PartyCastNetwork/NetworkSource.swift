@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 import Synchronization

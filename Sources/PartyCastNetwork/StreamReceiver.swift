@@ -1,4 +1,5 @@
 import PartyCastCodec
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 

@@ -1,4 +1,5 @@
 import CALSA
+import PartyCastClock
 import PartyCastCore
 import Synchronization
 

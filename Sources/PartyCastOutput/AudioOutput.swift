@@ -1,3 +1,4 @@
+import PartyCastClock
 import PartyCastCore
 
 /// A place decoded audio goes. Each output runs its own thread that pulls from the `Renderer`;

@@ -1,3 +1,4 @@
+import PartyCastClock
 import PartyCastCore
 import PartyCastRing
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import PartyCastClock
 import PartyCastCore
 import PartyCastRing
 import Synchronization

@@ -1,3 +1,4 @@
+import PartyCastClock
 import PartyCastCore
 #if canImport(Glibc)
 import Glibc

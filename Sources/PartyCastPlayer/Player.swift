@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import PartyCastClock
 import PartyCastCore
 import PartyCastOutput
 import PartyCastRing

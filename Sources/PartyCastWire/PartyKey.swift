@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 
 /// A private party's shared secret and the handshake that proves it, both ways, without sending it.
 ///
@@ -39,6 +40,13 @@ public struct PartyKey: Sendable {
         verify(proof, "partycast listener", broadcasterNonce, listenerNonce)
     }
 
+    /// The key that authenticates one connection's clock datagrams: bound to both nonces of its
+    /// handshake, so no other connection (nor a replay of this one later) shares it.
+    public func clockKey(listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> ClockDatagramKey {
+        ClockDatagramKey(HKDF<SHA256>.deriveKey(inputKeyMaterial: key, salt: listenerNonce + broadcasterNonce,
+                                                info: Array("v3 clock datagrams".utf8), outputByteCount: 32))
+    }
+
     private func mac(_ role: String, _ first: [UInt8], _ second: [UInt8]) -> [UInt8] {
         Array(HMAC<SHA256>.authenticationCode(for: Array(role.utf8) + first + second, using: key))
     }
@@ -48,5 +56,35 @@ public struct PartyKey: Sendable {
         // or truncated field from being MACed at all.
         guard first.count == Self.nonceBytes, second.count == Self.nonceBytes else { return false }
         return HMAC<SHA256>.isValidAuthenticationCode(Array(proof), authenticating: Array(role.utf8) + first + second, using: key)
+    }
+}
+
+/// Signs and checks clock datagrams (see `ClockDatagram.mac` in Proto/partycast.proto).
+public struct ClockDatagramKey: Sendable {
+    public static let tagBytes = 16
+    private let key: SymmetricKey
+
+    init(_ key: SymmetricKey) { self.key = key }
+
+    public func sign(_ datagram: inout PCClockDatagram) {
+        datagram.mac = Data(tag(datagram).prefix(Self.tagBytes))
+    }
+
+    public func verify(_ datagram: PCClockDatagram) -> Bool {
+        guard datagram.mac.count == Self.tagBytes else { return false }
+        // Compared in constant time: a timing difference must not reveal how much of a forgery matched.
+        let expected = tag(datagram).prefix(Self.tagBytes)
+        return zip(expected, datagram.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    private func tag(_ datagram: PCClockDatagram) -> HMAC<SHA256>.MAC {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(41)
+        for field in [datagram.token, datagram.sequence, UInt64(bitPattern: datagram.t1),
+                      UInt64(bitPattern: datagram.t2), UInt64(bitPattern: datagram.t3)] {
+            withUnsafeBytes(of: field.bigEndian) { bytes.append(contentsOf: $0) }
+        }
+        bytes.append(datagram.answer ? 1 : 0)
+        return HMAC<SHA256>.authenticationCode(for: bytes, using: key)
     }
 }

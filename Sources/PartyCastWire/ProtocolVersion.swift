@@ -1,7 +1,8 @@
 /// The wire protocol this build speaks, sent in Hello and Welcome. Peers must speak the same one:
 /// there is no negotiation, so a change to the meaning of any message bumps it.
 /// 2: the party key handshake (Hello.has_key/listener_nonce, KeyChallenge, KeyProof).
-public let partyCastProtocolVersion: UInt32 = 2
+/// 3: clock exchanges over UDP (Welcome.clock_port/clock_token, ClockDatagram), TCP as the fallback.
+public let partyCastProtocolVersion: UInt32 = 3
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import PartyCastCLI
+import PartyCastClock
 import PartyCastCore
 import PartyCastDiscovery
 import PartyCastNetwork

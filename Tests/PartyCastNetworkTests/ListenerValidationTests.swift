@@ -1,6 +1,7 @@
 import Foundation
 @testable import PartyCastNetwork
 import PartyCastCodec
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 import Synchronization

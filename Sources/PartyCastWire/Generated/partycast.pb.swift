@@ -344,6 +344,14 @@ public nonisolated struct PCWelcome: Sendable {
   /// Changes when the broadcaster restarts: the listener's decoder starts afresh.
   public var sessionID: UInt64 = 0
 
+  /// UDP port of the broadcaster's clock responder on the same address; 0 when it has none, and
+  /// the listener then runs its clock exchanges over this connection.
+  public var clockPort: UInt32 = 0
+
+  /// Fresh for each connection: names this listener's clock datagrams, which the responder answers
+  /// only while the connection lasts.
+  public var clockToken: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -467,6 +475,8 @@ public nonisolated struct PCError: Sendable {
 /// NTP-style clock exchange, all times in nanoseconds of CLOCK_MONOTONIC: the listener sends t1 (its
 /// clock), the broadcaster answers with t2 (receive) and t3 (send) on its clock, and the listener
 /// notes t4 on arrival. Offset = ((t2 - t1) + (t3 - t4)) / 2; round trip = (t4 - t1) - (t3 - t2).
+/// The exchange runs over UDP (ClockDatagram) so that it never queues behind audio; these two TCP
+/// messages are the fallback where UDP does not get through.
 public nonisolated struct PCClockRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -529,6 +539,40 @@ public nonisolated struct PCStatus: Sendable {
   public init() {}
 
   fileprivate var _syncErrorMicroseconds: Int32? = nil
+}
+
+/// One UDP datagram of the clock exchange, either way (not an Envelope, not length-prefixed). t2 is
+/// the responder's kernel receive time and t3 is read right before it sends; the listener's t4 is
+/// its kernel receive time. A datagram is answered or believed only if its token is a live
+/// connection's, its sequence is one the listener has in flight (each answered once), and, at a
+/// private party, its MAC verifies.
+public nonisolated struct PCClockDatagram: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var token: UInt64 = 0
+
+  /// The listener's count of its requests on this connection.
+  public var sequence: UInt64 = 0
+
+  public var t1: Int64 = 0
+
+  public var t2: Int64 = 0
+
+  public var t3: Int64 = 0
+
+  /// Set by the responder: requests and answers are never confused (nor bounced between responders).
+  public var answer: Bool = false
+
+  /// Private party: the first 16 bytes of HMAC-SHA256 over fields 1-6 (big-endian, 8 bytes each,
+  /// `answer` as one byte), keyed with HKDF-SHA256(party key, salt: listener nonce ‖ broadcaster
+  /// nonce), so only the two ends of that handshake can make or change one.
+  public var mac: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -924,7 +968,7 @@ nonisolated extension PCKeyProof: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension PCWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Welcome"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}broadcaster_name\0\u{3}broadcaster_id\0\u{3}session_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}broadcaster_name\0\u{3}broadcaster_id\0\u{3}session_id\0\u{3}clock_port\0\u{3}clock_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -936,6 +980,8 @@ nonisolated extension PCWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
       case 2: try { try decoder.decodeSingularStringField(value: &self.broadcasterName) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.broadcasterID) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.sessionID) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.clockPort) }()
+      case 6: try { try decoder.decodeSingularFixed64Field(value: &self.clockToken) }()
       default: break
       }
     }
@@ -954,6 +1000,12 @@ nonisolated extension PCWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
     if self.sessionID != 0 {
       try visitor.visitSingularUInt64Field(value: self.sessionID, fieldNumber: 4)
     }
+    if self.clockPort != 0 {
+      try visitor.visitSingularUInt32Field(value: self.clockPort, fieldNumber: 5)
+    }
+    if self.clockToken != 0 {
+      try visitor.visitSingularFixed64Field(value: self.clockToken, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -962,6 +1014,8 @@ nonisolated extension PCWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
     if lhs.broadcasterName != rhs.broadcasterName {return false}
     if lhs.broadcasterID != rhs.broadcasterID {return false}
     if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.clockPort != rhs.clockPort {return false}
+    if lhs.clockToken != rhs.clockToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1351,6 +1405,66 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if lhs._syncErrorMicroseconds != rhs._syncErrorMicroseconds {return false}
     if lhs.underruns != rhs.underruns {return false}
     if lhs.playedPosition != rhs.playedPosition {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClockDatagram"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}sequence\0\u{1}t1\0\u{1}t2\0\u{1}t3\0\u{1}answer\0\u{1}mac\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularFixed64Field(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularFixed64Field(value: &self.sequence) }()
+      case 3: try { try decoder.decodeSingularSFixed64Field(value: &self.t1) }()
+      case 4: try { try decoder.decodeSingularSFixed64Field(value: &self.t2) }()
+      case 5: try { try decoder.decodeSingularSFixed64Field(value: &self.t3) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.answer) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.mac) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.token != 0 {
+      try visitor.visitSingularFixed64Field(value: self.token, fieldNumber: 1)
+    }
+    if self.sequence != 0 {
+      try visitor.visitSingularFixed64Field(value: self.sequence, fieldNumber: 2)
+    }
+    if self.t1 != 0 {
+      try visitor.visitSingularSFixed64Field(value: self.t1, fieldNumber: 3)
+    }
+    if self.t2 != 0 {
+      try visitor.visitSingularSFixed64Field(value: self.t2, fieldNumber: 4)
+    }
+    if self.t3 != 0 {
+      try visitor.visitSingularSFixed64Field(value: self.t3, fieldNumber: 5)
+    }
+    if self.answer != false {
+      try visitor.visitSingularBoolField(value: self.answer, fieldNumber: 6)
+    }
+    if !self.mac.isEmpty {
+      try visitor.visitSingularBytesField(value: self.mac, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCClockDatagram, rhs: PCClockDatagram) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.t1 != rhs.t1 {return false}
+    if lhs.t2 != rhs.t2 {return false}
+    if lhs.t3 != rhs.t3 {return false}
+    if lhs.answer != rhs.answer {return false}
+    if lhs.mac != rhs.mac {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

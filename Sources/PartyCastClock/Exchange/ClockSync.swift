@@ -1,17 +1,21 @@
 import NIOConcurrencyHelpers
-import PartyCastClock
 import PartyCastCore
 import Synchronization
 
-/// The listener's side of party mode's timekeeping: runs the four-timestamp exchanges' results
-/// through the estimator and keeps the `PlaybackSchedule` (local clock → stream frame) drawn from
-/// the broadcaster's clock mapping and the stream's timing. All publication goes through one lock,
+/// The listener's side of party mode's timekeeping: runs the exchanges' results through the
+/// estimator and keeps the `PlaybackSchedule` (local clock → stream frame) drawn from the
+/// broadcaster's clock mapping and the stream's timing. All publication goes through one lock,
 /// so the schedule has a single writer at a time.
-final class ClockSync: Sendable {
+public final class ClockSync: Sendable {
     /// Where the stream's frame 0 sits on the broadcaster's clock, and its rate.
-    struct StreamTiming: Equatable {
-        var originNanoseconds: Int64
-        var sampleRate: Int
+    public struct StreamTiming: Equatable, Sendable {
+        public var originNanoseconds: Int64
+        public var sampleRate: Int
+
+        public init(originNanoseconds: Int64, sampleRate: Int) {
+            self.originNanoseconds = originNanoseconds
+            self.sampleRate = sampleRate
+        }
     }
 
     private struct State {
@@ -20,18 +24,19 @@ final class ClockSync: Sendable {
         var connectedAt: Int64 = 0
     }
 
-    let clock: LocalClock
-    let schedule = PlaybackSchedule()
+    public let clock: LocalClock
+    public let schedule = PlaybackSchedule()
     private let state = NIOLockedValueBox(State())
+    private let ignored = Synchronization.Atomic<Int>(0)
 
-    init(clock: LocalClock) { self.clock = clock }
+    public init(clock: LocalClock) { self.clock = clock }
 
     static let plausibleRemoteTime: ClosedRange<Int64> = 0...(1 << 62)
 
     /// A new connection: the broadcaster may be another machine now, so its clock is learnt afresh.
     /// The stream's timing stays: it belongs to the broadcast, which a reconnection continues (a new
     /// broadcast brings its own with its first chunk).
-    func connected() {
+    public func connected() {
         let now = clock.now()
         state.withLockedValue { $0 = State(timing: $0.timing, connectedAt: now) }
     }
@@ -42,21 +47,28 @@ final class ClockSync: Sendable {
         return ClockExchangeSchedule().interval(sinceJoin: since)
     }
 
-    func record(_ sample: ClockSample) {
-        state.withLockedValue { s in
+    /// Clock answers thrown away: forged, replayed, malformed or absurd.
+    public var ignoredAnswers: Int { ignored.load(ordering: .relaxed) }
+
+    func countIgnored() { ignored.add(1, ordering: .relaxed) }
+
+    public func record(_ sample: ClockSample) {
+        let accepted = state.withLockedValue { s in
             // Every answer echoes a t1 this connection sent: one from before it, or from after the
             // answer arrived, is forged or replayed. The broadcaster's times are CLOCK_MONOTONIC
             // readings (never negative, never centuries), and it answers within a second.
             guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4,
                   Self.plausibleRemoteTime.contains(sample.t2), Self.plausibleRemoteTime.contains(sample.t3),
-                  sample.t2 <= sample.t3, sample.t3 - sample.t2 <= 1_000_000_000 else { return }
+                  sample.t2 <= sample.t3, sample.t3 - sample.t2 <= 1_000_000_000 else { return false }
             s.estimator.add(sample)
             publish(s)
+            return true
         }
+        if !accepted { countIgnored() }
     }
 
     /// The stream's timing, learnt from an audio chunk's presentation time and position.
-    func setTiming(_ timing: StreamTiming) {
+    public func setTiming(_ timing: StreamTiming) {
         state.withLockedValue { s in
             guard s.timing != timing else { return }
             s.timing = timing

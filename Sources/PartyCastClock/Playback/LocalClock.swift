@@ -1,3 +1,5 @@
+import PartyCastCore
+
 /// The listener's notion of time, in nanoseconds: CLOCK_MONOTONIC itself, or a simulated clock
 /// that reads `offset` ahead and runs `driftPPM` fast (negative: slow) against it, so sync can be
 /// tested on one machine as if each listener had its own crystal. Clock sync, scheduling and the

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PartyCastCore
+import PartyCastWire
+import Synchronization
+
+/// The listener's side of the clock exchanges of one connection, on a thread of its own: sends a
+/// request whenever `ClockSync` says the next is due and sleeps in poll(2) until an answer or the
+/// next request. Over UDP when the broadcaster offers it (answers never queue behind audio there);
+/// over the TCP connection when it does not, or while UDP has gone unanswered for a second (a
+/// firewall, a NAT) — UDP requests go on meanwhile, so sync moves back as soon as one is answered.
+public final class ClockRequester: Sendable {
+    /// Where the broadcaster answers over UDP, from its Welcome.
+    public struct Datagrams: Sendable {
+        public var host: String
+        public var port: Int
+        public var token: UInt64
+        public var key: ClockDatagramKey?
+
+        public init(host: String, port: Int, token: UInt64, key: ClockDatagramKey?) {
+            self.host = host
+            self.port = port
+            self.token = token
+            self.key = key
+        }
+    }
+
+    /// Silence on UDP this long (with requests out) brings the TCP exchange in.
+    static let fallbackAfter: Int64 = 1_000_000_000
+
+    private let stopPipe: WakePipe
+    private let thread: DedicatedThread
+
+    /// - Parameter overTCP: sends a request over the connection; its answer reaches `sync` through
+    ///   the connection's handler.
+    public init(datagrams: Datagrams?, sync: ClockSync, overTCP: @escaping @Sendable (PCEnvelope) -> Void) throws(SystemCallError) {
+        let stopPipe = try WakePipe()
+        // A socket that cannot be made (no route, an address family the host lacks) leaves TCP.
+        let socket = datagrams.flatMap { try? ClockSocket(connectingTo: $0.host, port: $0.port) }
+        self.stopPipe = stopPipe
+        thread = DedicatedThread {
+            // The thread holds the pipe too: its end must stay open while poll(2) watches it.
+            var exchange = Exchange(datagrams: datagrams, sync: sync)
+            exchange.run(socket: socket, wake: stopPipe.readEnd, overTCP: overTCP)
+        }
+    }
+
+    /// Ends the exchanges; the thread finishes on its own (nobody waits for it on an event loop).
+    public func stop() { stopPipe.wake() }
+
+    deinit { stopPipe.wake() }
+}
+
+/// The requester thread's state: requests in flight and when UDP was last heard.
+struct Exchange {
+    /// Requests in flight that an answer may match, by sequence modulo the capacity: an answer
+    /// older than this many requests is as good as lost.
+    static let inFlightCapacity = 64
+
+    private let datagrams: ClockRequester.Datagrams?
+    private let sync: ClockSync
+    private var inFlight = [(sequence: UInt64, t1: Int64)](repeating: (0, 0), count: inFlightCapacity)
+    private var nextSequence: UInt64 = 1
+    private var lastHeard: Int64
+
+    init(datagrams: ClockRequester.Datagrams?, sync: ClockSync) {
+        self.datagrams = datagrams
+        self.sync = sync
+        lastHeard = sync.clock.now()
+    }
+
+    mutating func run(socket: ClockSocket?, wake: Int32, overTCP: (PCEnvelope) -> Void) {
+        var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
+        var due = sync.clock.now()
+        while true {
+            let now = sync.clock.now()
+            if now >= due {
+                if let socket, let datagrams { send(on: socket, datagrams) }
+                if socket == nil || now - lastHeard > ClockRequester.fallbackAfter { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
+                due = now + sync.nextExchangeDelay()
+            }
+            let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
+            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: socket?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 2, timeout) >= 0 || errno == EINTR else { return }
+            if fds[0].revents != 0 { return }
+            guard let socket, fds[1].revents != 0 else { continue }
+            while let received = socket.receive(into: &buffer) {
+                guard received.count <= ClockSocket.maximumDatagram,
+                      let sample = accept(buffer[..<received.count], arrivedAt: sync.clock.local(fromMachine: received.arrivedAt))
+                else {
+                    sync.countIgnored()
+                    continue
+                }
+                lastHeard = sample.t4
+                sync.record(sample)
+            }
+        }
+    }
+
+    private mutating func send(on socket: ClockSocket, _ datagrams: ClockRequester.Datagrams) {
+        var request = PCClockDatagram()
+        request.token = datagrams.token
+        request.sequence = nextSequence
+        nextSequence &+= 1
+        request.t1 = sync.clock.now()
+        datagrams.key?.sign(&request)
+        guard let bytes: [UInt8] = try? request.serializedBytes() else { return }
+        inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, request.t1)
+        socket.send(bytes)
+    }
+
+    /// The completed exchange, or nil for anything but the authentic answer to a request in flight;
+    /// each request is answered once, so a replayed or duplicated answer finds its slot empty.
+    mutating func accept(_ bytes: ArraySlice<UInt8>, arrivedAt: Int64) -> ClockSample? {
+        guard let datagrams, let answer = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), answer.answer,
+              answer.token == datagrams.token else { return nil }
+        if let key = datagrams.key, !key.verify(answer) { return nil }
+        let slot = Int(answer.sequence % UInt64(Self.inFlightCapacity))
+        guard answer.sequence != 0, inFlight[slot].sequence == answer.sequence, inFlight[slot].t1 == answer.t1 else { return nil }
+        inFlight[slot] = (0, 0)
+        return ClockSample(t1: answer.t1, t2: answer.t2, t3: answer.t3, t4: arrivedAt)
+    }
+
+    private static func tcpRequest(t1: Int64) -> PCEnvelope {
+        var request = PCClockRequest()
+        request.t1 = t1
+        var envelope = PCEnvelope()
+        envelope.body = .clockRequest(request)
+        return envelope
+    }
+}

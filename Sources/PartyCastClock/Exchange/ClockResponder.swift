@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOConcurrencyHelpers
+import PartyCastCore
+import PartyCastWire
+
+/// The broadcaster's side of clock sync: answers listeners' clock requests over UDP, on a thread of
+/// its own that sleeps in poll(2) until one comes. t2 is the kernel's receive time, so neither a
+/// busy broadcaster nor audio queued on the same link can delay it; t3 is read right before the
+/// answer is sent. Only live connections' tokens are answered, at a bounded rate each, and at a
+/// private party only datagrams signed with that connection's key.
+public final class ClockResponder: Sendable {
+    /// Requests a listener may send in a burst, and per second after it: its densest schedule is
+    /// well inside, a flood from a stolen token is not.
+    static let burst = 100.0
+    static let requestsPerSecond = 200.0
+
+    struct Session {
+        var key: ClockDatagramKey?
+        var allowance = ClockResponder.burst
+        var refilledAt: UInt64
+    }
+
+    /// Live connections by token, and the datagrams dropped so far: one lock for both, taken once
+    /// per datagram.
+    struct Table {
+        var sessions: [UInt64: Session] = [:]
+        var ignored = 0
+    }
+
+    public let port: Int
+    private let table: NIOLockedValueBox<Table>
+    private let stopPipe: WakePipe
+    private let thread: DedicatedThread
+
+    /// Binds `host:port` over UDP, or any free port should that one be taken (the Welcome tells
+    /// listeners which).
+    public init(host: String, port: Int) throws(SystemCallError) {
+        let socket: ClockSocket
+        do { socket = try ClockSocket(bindingTo: host, port: port) } catch { socket = try ClockSocket(bindingTo: host, port: 0) }
+        let table = NIOLockedValueBox(Table())
+        let stopPipe = try WakePipe()
+        self.port = socket.localPort
+        self.table = table
+        self.stopPipe = stopPipe
+        thread = DedicatedThread {
+            // The thread holds the pipe too: its end must stay open while poll(2) watches it.
+            Self.serve(socket, table: table, wake: stopPipe.readEnd)
+        }
+    }
+
+    /// Datagrams dropped: malformed, unknown token, bad signature, over the rate, or not requests.
+    public var ignoredDatagrams: Int { table.withLockedValue { $0.ignored } }
+
+    /// Lets a joined listener's datagrams in: returns the token its Welcome carries.
+    public func admit(key: ClockDatagramKey?) -> UInt64 {
+        let token = UInt64.random(in: 1...UInt64.max)
+        let now = monotonicNanoseconds()
+        table.withLockedValue { $0.sessions[token] = Session(key: key, refilledAt: now) }
+        return token
+    }
+
+    /// The connection ended: its token is answered no more.
+    public func dismiss(_ token: UInt64) {
+        _ = table.withLockedValue { $0.sessions.removeValue(forKey: token) }
+    }
+
+    public func shutdown() {
+        stopPipe.wake()
+        thread.join()
+    }
+
+    deinit { stopPipe.wake() }
+
+    /// The answer to a request that came over TCP (the fallback), received at `receivedAt`.
+    public static func answer(_ request: PCClockRequest, receivedAt: UInt64) -> PCEnvelope {
+        var response = PCClockResponse()
+        response.t1 = request.t1
+        response.t2 = Int64(bitPattern: receivedAt)
+        response.t3 = Int64(bitPattern: monotonicNanoseconds())
+        var envelope = PCEnvelope()
+        envelope.body = .clockResponse(response)
+        return envelope
+    }
+
+    private static func serve(_ socket: ClockSocket, table: NIOLockedValueBox<Table>, wake: Int32) {
+        // One byte more than any datagram of ours, so a longer one shows as truncated.
+        var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
+        while true {
+            var fds = [pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 2, -1) > 0 || errno == EINTR else { return }
+            if fds[1].revents != 0 { return }
+            while let received = socket.receive(into: &buffer) {
+                let admitted = table.withLockedValue { table in
+                    let answer = received.count <= ClockSocket.maximumDatagram
+                        ? Self.admitted(buffer[..<received.count], at: received.arrivedAt, sessions: &table.sessions) : nil
+                    if answer == nil { table.ignored += 1 }
+                    return answer
+                }
+                guard var answer = admitted else { continue }
+                answer.datagram.t3 = Int64(bitPattern: monotonicNanoseconds())
+                answer.key?.sign(&answer.datagram)
+                guard let bytes: [UInt8] = try? answer.datagram.serializedBytes() else { continue }
+                socket.send(bytes, to: received.from)
+            }
+        }
+    }
+
+    /// The answer to a datagram (t3 still to be filled in and signed), or nil when it is not a live
+    /// session's well-formed, authentic request within its rate.
+    static func admitted(_ bytes: ArraySlice<UInt8>, at arrivedAt: UInt64, sessions: inout [UInt64: Session])
+        -> (datagram: PCClockDatagram, key: ClockDatagramKey?)? {
+        guard let request = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), !request.answer,
+              var session = sessions[request.token] else { return nil }
+        if let key = session.key, !key.verify(request) { return nil }
+        let elapsed = Double(arrivedAt &- min(arrivedAt, session.refilledAt)) / 1e9
+        session.allowance = min(burst, session.allowance + elapsed * requestsPerSecond)
+        session.refilledAt = max(arrivedAt, session.refilledAt)
+        guard session.allowance >= 1 else {
+            sessions[request.token] = session
+            return nil
+        }
+        session.allowance -= 1
+        sessions[request.token] = session
+        var answer = PCClockDatagram()
+        answer.token = request.token
+        answer.sequence = request.sequence
+        answer.t1 = request.t1
+        answer.t2 = Int64(bitPattern: arrivedAt)
+        answer.answer = true
+        return (answer, session.key)
+    }
+}

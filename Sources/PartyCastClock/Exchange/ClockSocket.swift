@@ -1,0 +1,183 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PartyCastCore
+
+/// A UDP socket for clock datagrams that learns when each one reached this host from the kernel
+/// (SO_TIMESTAMPNS), not from whenever a busy thread got round to reading it: a CPU hog or a late
+/// wakeup delays the reader, not the timestamp.
+final class ClockSocket: Sendable {
+    /// One datagram read, with its kernel receive time on CLOCK_MONOTONIC.
+    struct Received {
+        var count: Int
+        var arrivedAt: UInt64
+        var from: Address
+    }
+
+    /// Datagrams longer than this are not ours (a signed answer is ~70 bytes); they are read and
+    /// dropped, never parsed.
+    static let maximumDatagram = 256
+    /// SO_TIMESTAMPNS (= SCM_TIMESTAMPNS), the asm-generic value shared by x86-64 and the ARMs:
+    /// Glibc defines it through a __TIMESIZE conditional that Swift does not import.
+    private static let timestampOption: Int32 = 35
+
+    let fd: Int32
+
+    /// A socket bound to `host:port` (port 0: any free one), for the responder.
+    convenience init(bindingTo host: String, port: Int) throws(SystemCallError) {
+        let address = try Self.resolve(host: host, port: port, passive: true)
+        try self.init(family: Int32(address.storage.ss_family))
+        var reuse: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        try Self.withSocketAddress(address) { pointer, length throws(SystemCallError) in
+            _ = try systemCall("bind") { Glibc.bind(fd, pointer, length) }
+        }
+    }
+
+    /// A socket connected to `host:port`, for a listener: the kernel then delivers datagrams from
+    /// that address and port only.
+    convenience init(connectingTo host: String, port: Int) throws(SystemCallError) {
+        let address = try Self.resolve(host: host, port: port, passive: false)
+        try self.init(family: Int32(address.storage.ss_family))
+        try Self.withSocketAddress(address) { pointer, length throws(SystemCallError) in
+            _ = try systemCall("connect") { Glibc.connect(fd, pointer, length) }
+        }
+    }
+
+    private init(family: Int32) throws(SystemCallError) {
+        fd = try systemCall("socket") { socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        var on: Int32 = 1
+        do {
+            _ = try systemCall("setsockopt(SO_TIMESTAMPNS)") {
+                setsockopt(fd, SOL_SOCKET, Self.timestampOption, &on, socklen_t(MemoryLayout<Int32>.size))
+            }
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// The port the socket is bound to.
+    var localPort: Int {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard result == 0 else { return 0 }
+        return withUnsafeBytes(of: storage) { raw in
+            // sin_port and sin6_port sit at the same offset, in network order.
+            Int(UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self)))
+        }
+    }
+
+    /// Sends to the connected peer, or to `address` (the responder's answer to whoever asked).
+    /// Failures are the datagram's loss, which the exchange is built to survive.
+    func send(_ bytes: [UInt8], to address: Address? = nil) {
+        bytes.withUnsafeBytes { payload in
+            if var address {
+                _ = withUnsafePointer(to: &address.storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT), $0, address.length)
+                    }
+                }
+            } else {
+                _ = Glibc.send(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT))
+            }
+        }
+    }
+
+    /// Reads one datagram into `buffer` without blocking; nil when none is waiting. A datagram
+    /// longer than the buffer comes back truncated with `count` > buffer.count, for the caller to drop.
+    func receive(into buffer: inout [UInt8]) -> Received? {
+        var from = sockaddr_storage()
+        var control = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        let (count, controlLength, fromLength): (Int, Int, socklen_t) = buffer.withUnsafeMutableBytes { payload in
+            withUnsafeMutableBytes(of: &control) { controlBytes in
+                withUnsafeMutablePointer(to: &from) { fromPointer in
+                    var vector = iovec(iov_base: payload.baseAddress, iov_len: payload.count)
+                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                        var message = msghdr()
+                        message.msg_name = UnsafeMutableRawPointer(fromPointer)
+                        message.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                        message.msg_iov = vectorPointer
+                        message.msg_iovlen = 1
+                        message.msg_control = controlBytes.baseAddress
+                        message.msg_controllen = controlBytes.count
+                        let count = recvmsg(fd, &message, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
+                        return (count, message.msg_controllen, message.msg_namelen)
+                    }
+                }
+            }
+        }
+        guard count >= 0 else { return nil }
+        let arrivedAt = withUnsafeBytes(of: control) { Self.kernelArrival(control: $0, length: controlLength) } ?? monotonicNanoseconds()
+        return Received(count: count, arrivedAt: arrivedAt, from: Address(storage: from, length: fromLength))
+    }
+
+    /// Finds SCM_TIMESTAMPNS among the control messages and turns its CLOCK_REALTIME reading into
+    /// CLOCK_MONOTONIC by the two clocks' difference read right now: the datagram arrived
+    /// microseconds ago, so a slewing or stepped realtime clock cannot skew it measurably.
+    private static func kernelArrival(control: UnsafeRawBufferPointer, length: Int) -> UInt64? {
+        // struct cmsghdr { size_t len; int level; int type; } then the data, 8-byte aligned on 64-bit.
+        let header = 16, end = min(length, control.count)
+        var offset = 0
+        while offset + header <= end {
+            let messageLength = Int(control.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            let level = control.loadUnaligned(fromByteOffset: offset + 8, as: Int32.self)
+            let type = control.loadUnaligned(fromByteOffset: offset + 12, as: Int32.self)
+            guard messageLength >= header, messageLength <= end - offset else { return nil }
+            if level == SOL_SOCKET, type == timestampOption, messageLength >= header + 16 {
+                let seconds = control.loadUnaligned(fromByteOffset: offset + header, as: Int64.self)
+                let nanoseconds = control.loadUnaligned(fromByteOffset: offset + header + 8, as: Int64.self)
+                var realtime = timespec(), monotonic = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &monotonic)
+                clock_gettime(CLOCK_REALTIME, &realtime)
+                let age = (Int64(realtime.tv_sec) &- seconds) &* 1_000_000_000 &+ (Int64(realtime.tv_nsec) &- nanoseconds)
+                let now = UInt64(monotonic.tv_sec) &* 1_000_000_000 &+ UInt64(monotonic.tv_nsec)
+                // A realtime step between arrival and now shows as an age outside [0, 1 s]: not trusted.
+                guard age >= 0, age < 1_000_000_000 else { return nil }
+                return now &- UInt64(age)
+            }
+            offset += (messageLength + 7) & ~7
+        }
+        return nil
+    }
+
+    // MARK: Addresses
+
+    struct Address {
+        var storage: sockaddr_storage
+        var length: socklen_t
+    }
+
+    /// A numeric host (IPv4 or IPv6, as the TCP connection's peer address reads) and port.
+    private static func resolve(host: String, port: Int, passive: Bool) throws(SystemCallError) -> Address {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list, let address = first.pointee.ai_addr else {
+            if let list { freeaddrinfo(list) }
+            throw SystemCallError(call: "getaddrinfo(\(host))", errno: EINVAL)
+        }
+        defer { freeaddrinfo(list) }
+        var storage = sockaddr_storage()
+        let length = first.pointee.ai_addrlen
+        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length))) }
+        return Address(storage: storage, length: length)
+    }
+
+    private static func withSocketAddress<T>(_ address: Address,
+                                             _ body: (UnsafePointer<sockaddr>, socklen_t) throws(SystemCallError) -> T) throws(SystemCallError) -> T {
+        var storage = address.storage
+        return try withUnsafePointer(to: &storage) { pointer throws(SystemCallError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer throws(SystemCallError) in
+                try body(sockaddrPointer, address.length)
+            }
+        }
+    }
+}
