@@ -116,7 +116,9 @@ let package = Package(
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
-        .testTarget(name: "PartyCastClockTests", dependencies: ["PartyCastClock", "PartyCastSources"]),
+        .testTarget(name: "PartyCastClockTests", dependencies: [
+            "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),

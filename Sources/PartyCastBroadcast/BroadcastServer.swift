@@ -63,9 +63,9 @@ public final class BroadcastServer: Sendable {
         try? group.syncShutdownGracefully()
         if let clockResponder {
             clockResponder.shutdown()
-            if clockResponder.ignoredDatagrams > 0 {
-                logger.info("ignored \(clockResponder.ignoredDatagrams) clock datagrams (unknown session, bad signature, malformed or too many)")
-            }
+            let ignored = clockResponder.ignoredDatagrams
+            let ignoredText = ignored > 0 ? ", ignored \(ignored) datagrams (unknown session, bad signature, malformed or too many)" : ""
+            logger.info("clock: answered \(clockResponder.answeredDatagrams) requests over UDP\(ignoredText)")
         }
     }
 }

@@ -99,15 +99,21 @@ struct Exchange {
     }
 
     private mutating func send(on socket: ClockSocket, _ datagrams: ClockRequester.Datagrams) {
+        guard let bytes: [UInt8] = try? nextRequest(datagrams).serializedBytes() else { return }
+        socket.send(bytes)
+    }
+
+    /// The next request, t1 read now (signing and sending take a few µs, which only add delay), and
+    /// noted as in flight.
+    mutating func nextRequest(_ datagrams: ClockRequester.Datagrams) -> PCClockDatagram {
         var request = PCClockDatagram()
         request.token = datagrams.token
         request.sequence = nextSequence
         nextSequence &+= 1
         request.t1 = sync.clock.now()
         datagrams.key?.sign(&request)
-        guard let bytes: [UInt8] = try? request.serializedBytes() else { return }
         inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, request.t1)
-        socket.send(bytes)
+        return request
     }
 
     /// The completed exchange, or nil for anything but the authentic answer to a request in flight;

@@ -26,6 +26,7 @@ public final class ClockResponder: Sendable {
     /// per datagram.
     struct Table {
         var sessions: [UInt64: Session] = [:]
+        var answered = 0
         var ignored = 0
     }
 
@@ -52,6 +53,8 @@ public final class ClockResponder: Sendable {
 
     /// Datagrams dropped: malformed, unknown token, bad signature, over the rate, or not requests.
     public var ignoredDatagrams: Int { table.withLockedValue { $0.ignored } }
+    /// Requests answered over UDP.
+    public var answeredDatagrams: Int { table.withLockedValue { $0.answered } }
 
     /// Lets a joined listener's datagrams in: returns the token its Welcome carries.
     public func admit(key: ClockDatagramKey?) -> UInt64 {
@@ -95,7 +98,7 @@ public final class ClockResponder: Sendable {
                 let admitted = table.withLockedValue { table in
                     let answer = received.count <= ClockSocket.maximumDatagram
                         ? Self.admitted(buffer[..<received.count], at: received.arrivedAt, sessions: &table.sessions) : nil
-                    if answer == nil { table.ignored += 1 }
+                    if answer == nil { table.ignored += 1 } else { table.answered += 1 }
                     return answer
                 }
                 guard var answer = admitted else { continue }

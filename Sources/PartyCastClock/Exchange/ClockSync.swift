@@ -47,6 +47,9 @@ public final class ClockSync: Sendable {
         return ClockExchangeSchedule().interval(sinceJoin: since)
     }
 
+    /// The current estimate of the broadcaster's clock, nil until the first answer.
+    public var mapping: ClockMapping? { state.withLockedValue { $0.estimator.mapping } }
+
     /// Clock answers thrown away: forged, replayed, malformed or absurd.
     public var ignoredAnswers: Int { ignored.load(ordering: .relaxed) }
 

@@ -1,0 +1,186 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import NIOConcurrencyHelpers
+@testable import PartyCastClock
+import PartyCastCore
+import PartyCastWire
+import XCTest
+
+/// The UDP clock channel against a real responder on loopback: what it answers, what it ignores
+/// (counted), what a listener believes, and the fallback to TCP.
+final class ClockExchangeTests: XCTestCase {
+    private var responder: ClockResponder!
+
+    override func setUpWithError() throws {
+        responder = try ClockResponder(host: "127.0.0.1", port: 0)
+    }
+
+    override func tearDown() {
+        responder.shutdown()
+    }
+
+    private func client() throws -> ClockSocket { try ClockSocket(connectingTo: "127.0.0.1", port: responder.port) }
+
+    private func request(token: UInt64, sequence: UInt64, key: ClockDatagramKey? = nil, answer: Bool = false) throws -> [UInt8] {
+        var datagram = PCClockDatagram()
+        datagram.token = token
+        datagram.sequence = sequence
+        datagram.t1 = Int64(bitPattern: monotonicNanoseconds())
+        datagram.answer = answer
+        key?.sign(&datagram)
+        return try datagram.serializedBytes()
+    }
+
+    /// Answers arriving on `socket` until `enough` holds (5 s at most), with their kernel arrival times.
+    private func answers(on socket: ClockSocket, until enough: ([PCClockDatagram]) -> Bool) throws -> [(PCClockDatagram, UInt64)] {
+        var received: [(PCClockDatagram, UInt64)] = []
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let deadline = monotonicNanoseconds() + 5_000_000_000
+        while !enough(received.map(\.0)), monotonicNanoseconds() < deadline {
+            var fds = [pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 1, 100)
+            while let datagram = socket.receive(into: &buffer) {
+                received.append((try PCClockDatagram(serializedBytes: Array(buffer[..<datagram.count])), datagram.arrivedAt))
+            }
+        }
+        return received
+    }
+
+    func testAnswersALiveSessionsRequestWithKernelTimesAndIgnoresTheRest() throws {
+        let token = responder.admit(key: nil)
+        let socket = try client()
+        socket.send([0x08, 0xFF, 0xFF])                                       // not a datagram of ours
+        socket.send([UInt8](repeating: 0x2A, count: 300))                     // longer than any of ours
+        socket.send(try request(token: token &+ 1, sequence: 1))              // no such session
+        socket.send(try request(token: token, sequence: 2, answer: true))     // an answer, bounced back
+        socket.send(try request(token: token, sequence: 3))
+        let got = try answers(on: socket) { $0.contains { $0.sequence == 3 } }
+
+        XCTAssertEqual(got.map(\.0.sequence), [3], "only the live session's request is answered")
+        let (answer, arrivedAt) = try XCTUnwrap(got.first)
+        XCTAssertTrue(answer.answer)
+        XCTAssertEqual(answer.token, token)
+        // One machine, one CLOCK_MONOTONIC: t1 ≤ t2 (kernel receive) ≤ t3 (just before sending) ≤ t4 (kernel receive).
+        XCTAssertLessThanOrEqual(answer.t1, answer.t2)
+        XCTAssertLessThanOrEqual(answer.t2, answer.t3)
+        XCTAssertLessThanOrEqual(answer.t3, Int64(bitPattern: arrivedAt))
+        XCTAssertEqual(responder.ignoredDatagrams, 4)
+        XCTAssertEqual(responder.answeredDatagrams, 1)
+
+        // A connection that ended: its token is dead. The other session's answer shows the first was read.
+        responder.dismiss(token)
+        let other = responder.admit(key: nil)
+        socket.send(try request(token: token, sequence: 4))
+        socket.send(try request(token: other, sequence: 5))
+        XCTAssertEqual(try answers(on: socket) { $0.contains { $0.sequence == 5 } }.map(\.0.sequence), [5])
+        XCTAssertEqual(responder.ignoredDatagrams, 5)
+    }
+
+    func testAPrivatePartysDatagramsAreSignedBothWays() throws {
+        let nonces = (PartyKey.freshNonce(), PartyKey.freshNonce())
+        let key = PartyKey(secret: "correct horse").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
+        let wrongKey = PartyKey(secret: "battery staple").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
+        let otherHandshake = PartyKey(secret: "correct horse").clockKey(listenerNonce: PartyKey.freshNonce(), broadcasterNonce: nonces.1)
+        let token = responder.admit(key: key)
+        let socket = try client()
+        socket.send(try request(token: token, sequence: 1))                      // unsigned
+        socket.send(try request(token: token, sequence: 2, key: wrongKey))       // another party's key
+        socket.send(try request(token: token, sequence: 3, key: otherHandshake)) // another connection's key
+        socket.send(try request(token: token, sequence: 4, key: key))
+        let got = try answers(on: socket) { $0.contains { $0.sequence == 4 } }
+        XCTAssertEqual(got.map(\.0.sequence), [4])
+        XCTAssertEqual(responder.ignoredDatagrams, 3)
+
+        var answer = try XCTUnwrap(got.first).0
+        XCTAssertTrue(key.verify(answer), "the answer is signed with the connection's key")
+        answer.t2 &+= 1
+        XCTAssertFalse(key.verify(answer), "a changed time no longer verifies")
+    }
+
+    func testAFloodFromOneTokenIsCutToItsAllowance() throws {
+        let token = responder.admit(key: nil), marker = responder.admit(key: nil)
+        let socket = try client()
+        let started = monotonicNanoseconds()
+        for sequence in 1...150 { socket.send(try request(token: token, sequence: UInt64(sequence))) }
+        socket.send(try request(token: marker, sequence: 1000))
+        let got = try answers(on: socket) { $0.contains { $0.sequence == 1000 } }
+        let seconds = Double(monotonicNanoseconds() - started) / 1e9
+        let flooded = got.filter { $0.0.token == token }.count
+        XCTAssertGreaterThanOrEqual(flooded, Int(ClockResponder.burst), "a burst within the allowance is answered")
+        XCTAssertLessThanOrEqual(Double(flooded), ClockResponder.burst + ClockResponder.requestsPerSecond * seconds + 1,
+                                 "beyond it, no more than the refill rate")
+        XCTAssertEqual(responder.ignoredDatagrams + flooded, 150)
+    }
+
+    /// What the listener believes: only the authentic answer to a request in flight, once.
+    func testAListenerBelievesEachAnswerOnceAndOnlyIfItMatchesARequestInFlight() throws {
+        let nonces = (PartyKey.freshNonce(), PartyKey.freshNonce())
+        let key = PartyKey(secret: "k").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
+        let datagrams = ClockRequester.Datagrams(host: "127.0.0.1", port: 9, token: 77, key: key)
+        var exchange = Exchange(datagrams: datagrams, sync: ClockSync(clock: .system))
+        let request = exchange.nextRequest(datagrams)
+        XCTAssertTrue(key.verify(request))
+
+        func answer(_ change: (inout PCClockDatagram) -> Void = { _ in }, signedWith signer: ClockDatagramKey? = key) throws -> ArraySlice<UInt8> {
+            var datagram = request
+            datagram.mac = Data()
+            datagram.answer = true
+            datagram.t2 = request.t1 + 1000
+            datagram.t3 = request.t1 + 2000
+            change(&datagram)
+            signer?.sign(&datagram)
+            return ArraySlice(try datagram.serializedBytes() as [UInt8])
+        }
+        let t4 = request.t1 + 3000
+        XCTAssertNil(exchange.accept(try answer(signedWith: nil), arrivedAt: t4), "unsigned at a private party")
+        XCTAssertNil(exchange.accept(try answer { $0.token = 78 }, arrivedAt: t4), "another connection's token")
+        XCTAssertNil(exchange.accept(try answer { $0.sequence += 1 }, arrivedAt: t4), "no such request in flight")
+        XCTAssertNil(exchange.accept(try answer { $0.t1 -= 1 }, arrivedAt: t4), "t1 not the one sent")
+        XCTAssertNil(exchange.accept(try answer { $0.answer = false }, arrivedAt: t4), "a request, not an answer")
+        XCTAssertNil(exchange.accept([1, 2, 3], arrivedAt: t4), "not a datagram of ours")
+        let sample = try XCTUnwrap(exchange.accept(try answer(), arrivedAt: t4))
+        XCTAssertEqual(sample, ClockSample(t1: request.t1, t2: request.t1 + 1000, t3: request.t1 + 2000, t4: t4))
+        XCTAssertNil(exchange.accept(try answer(), arrivedAt: t4 + 10), "the same answer again (a replay or a duplicate)")
+    }
+
+    /// Listener and responder over loopback: the listener's simulated clock (−5 s, −150 ppm) is
+    /// mapped onto the responder's CLOCK_MONOTONIC, without a single exchange over TCP.
+    func testAListenerLearnsTheBroadcastersClockOverUDP() throws {
+        let clock = LocalClock(offsetSeconds: -5, driftPPM: -150)
+        let sync = ClockSync(clock: clock)
+        sync.connected()
+        let tcpRequests = NIOLockedValueBox(0)
+        let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: responder.port, token: responder.admit(key: nil), key: nil),
+                                           sync: sync) { _ in tcpRequests.withLockedValue { $0 += 1 } }
+        defer { requester.stop() }
+        let deadline = monotonicNanoseconds() + 10_000_000_000
+        while responder.answeredDatagrams < 40, monotonicNanoseconds() < deadline { usleep(10_000) }
+        XCTAssertGreaterThanOrEqual(responder.answeredDatagrams, 40)
+        let mapping = try XCTUnwrap(sync.mapping)
+        let local = clock.now(), truth = Int64(bitPattern: monotonicNanoseconds())
+        XCTAssertLessThan(abs(mapping.remote(fromLocal: local) - truth), 200_000, "within 200 µs of the truth on loopback")
+        XCTAssertEqual(tcpRequests.withLockedValue { $0 }, 0, "UDP was answered: no exchange went over TCP")
+    }
+
+    /// UDP that nobody answers (a firewall): the requester turns to the TCP connection.
+    func testUnansweredUDPFallsBackToTCP() throws {
+        let silent = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
+        let sync = ClockSync(clock: .system)
+        sync.connected()
+        let tcpRequests = NIOLockedValueBox<[PCClockRequest]>([])
+        let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: silent.localPort, token: 1, key: nil), sync: sync) { envelope in
+            if case .clockRequest(let request)? = envelope.body { tcpRequests.withLockedValue { $0.append(request) } }
+        }
+        defer { requester.stop() }
+        let deadline = monotonicNanoseconds() + 10_000_000_000
+        while tcpRequests.withLockedValue({ $0.isEmpty }), monotonicNanoseconds() < deadline { usleep(10_000) }
+        let first = try XCTUnwrap(tcpRequests.withLockedValue { $0.first }, "a request went over TCP")
+        var buffer = [UInt8](repeating: 0, count: 512)
+        var udpRequests = 0
+        while silent.receive(into: &buffer) != nil { udpRequests += 1 }
+        XCTAssertGreaterThan(udpRequests, 10, "UDP was tried first, and kept being tried")
+        XCTAssertGreaterThanOrEqual(first.t1, sync.clock.now() - 10_000_000_000)
+    }
+}
