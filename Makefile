@@ -49,8 +49,8 @@ tsan: deps fixtures
 demo: release fixtures
 	scripts/demo.sh .build/release $(FIXTURES)/id3v2.mp3
 
-# libFuzzer on the MP3 parser, the wire frame decoder and the listener's handling of message sequences,
-# FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
+# libFuzzer on the MP3 parser, the wire frame decoder, the listener's handling of message sequences
+# and the clock datagrams, FUZZ_SECONDS each; crashes land in Fuzz/crashes/.
 fuzz: deps fixtures
 	cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -enable-testing
 	mkdir -p Fuzz/corpus Fuzz/crashes
@@ -64,6 +64,9 @@ fuzz: deps fixtures
 	Fuzz/.build/release/ListenerSessionFuzzer --write-seed Fuzz/corpus-session/seed
 	Fuzz/.build/release/ListenerSessionFuzzer Fuzz/corpus-session -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/session- -print_final_stats=1
+	mkdir -p Fuzz/corpus-clock
+	Fuzz/.build/release/ClockDatagramFuzzer Fuzz/corpus-clock -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
+		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/clock- -print_final_stats=1
 
 # Broadcaster CPU for a 30 s song with 1, 10, 50 and 200 listeners on loopback (bar: 50 ≤ 3 × 1);
 # each must get the whole song. BENCH_LISTENERS="1 50" picks the counts.

@@ -1,5 +1,6 @@
 import FuzzDriver
 import Foundation
+import PartyCastClock
 @testable import PartyCastNetwork
 import PartyCastWire
 import SwiftProtobuf
