@@ -83,7 +83,8 @@ let package = Package(
         // I/O, at the top), the local clock and the schedule the audio thread reads (Playback/), and
         // the exchanges themselves — UDP with kernel timestamps, TCP as the fallback (Exchange/).
         .target(name: "PartyCastClock", dependencies: [
-            "PartyCastCore", "PartyCastWire", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            "PartyCastCore", "PartyCastWire",
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
@@ -117,7 +118,8 @@ let package = Package(
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
-            "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources",
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),

@@ -1,3 +1,4 @@
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -99,14 +100,14 @@ final class BroadcastClient: Sendable {
 
     /// Connects, waiting until connected, failed, or `cancelled()` (checked whenever `wakeup` fires).
     static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync,
-                        cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
+                        logger: Logger, cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
         let outcome = NIOLockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync))
+                    try channel.pipeline.syncOperations.addHandler(ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, logger: logger))
                 }
             }
         // Completes on the channel's event loop, where the handler may be touched.
@@ -175,15 +176,17 @@ final class ClientHandler: ChannelInboundHandler {
     private var gate: ConnectionGate
     private let inbox: Inbox
     private let clockSync: ClockSync
+    private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var closedReason: String?
     private var context: ChannelHandlerContext?
     private var clockRequester: ClockRequester?
 
-    init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync) {
+    init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync, logger: Logger) {
         self.gate = gate
         self.inbox = inbox
         self.clockSync = clockSync
+        self.logger = logger
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -247,7 +250,7 @@ final class ClientHandler: ChannelInboundHandler {
             welcome.clockPort == 0 || welcome.clockPort > UInt16.max ? nil
                 : ClockRequester.Datagrams(host: host, port: Int(welcome.clockPort), token: welcome.clockToken, key: gate.clockKey)
         }
-        clockRequester = try? ClockRequester(datagrams: datagrams, sync: clockSync) { request in
+        clockRequester = try? ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
             guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
             channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }

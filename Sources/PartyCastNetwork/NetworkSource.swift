@@ -178,7 +178,7 @@ public final class NetworkSource: ScheduledPCMSource {
         let gate = ConnectionGate(listenerName: options.listenerName, hostName: options.hostName, listenerID: listenerID,
                                   wantsSync: options.sync, key: options.key)
         let client = try BroadcastClient.connect(host: host, port: port, group: group, gate: gate, inbox: control.inbox,
-                                                 clockSync: control.clockSync) { control.isCancelled }
+                                                 clockSync: control.clockSync, logger: logger) { control.isCancelled }
         control.connection.withLockedValue { $0 = client }
         // A cancel that came while connecting missed this connection: close it here.
         if control.isCancelled { client.close() }

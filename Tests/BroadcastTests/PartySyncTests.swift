@@ -49,7 +49,11 @@ final class PartySyncTests: XCTestCase {
             let result = process.wait(timeout: 60)
             XCTAssertEqual(result.status, 0, result.stderr)
         }
-        XCTAssertEqual(server.wait(timeout: 30).status, 0)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(served.status, 0, served.stderr)
+        // The clock exchanges ran over UDP: the TCP fallback would leave this count at 0.
+        let answered = served.stderr.firstMatch(of: /clock: answered (\d+) requests over UDP/).flatMap { Int($0.1) }
+        XCTAssertGreaterThan(answered ?? 0, 4 * 25, served.stderr)
 
         let measured = try runProcess(skewTool, ["\(directory)/steady.wav", "\(directory)/slow.wav", "\(directory)/fast.wav",
                                                  "\(directory)/late.wav", "--settle-s", "5", "--json", "--csv", "\(directory)/skew.csv"], timeout: 120)

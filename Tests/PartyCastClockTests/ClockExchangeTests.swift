@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 @testable import PartyCastClock
 import PartyCastCore
@@ -153,7 +154,7 @@ final class ClockExchangeTests: XCTestCase {
         sync.connected()
         let tcpRequests = NIOLockedValueBox(0)
         let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: responder.port, token: responder.admit(key: nil), key: nil),
-                                           sync: sync) { _ in tcpRequests.withLockedValue { $0 += 1 } }
+                                           sync: sync, logger: Logger(label: "test")) { _ in tcpRequests.withLockedValue { $0 += 1 } }
         defer { requester.stop() }
         let deadline = monotonicNanoseconds() + 10_000_000_000
         while responder.answeredDatagrams < 40, monotonicNanoseconds() < deadline { usleep(10_000) }
@@ -170,7 +171,8 @@ final class ClockExchangeTests: XCTestCase {
         let sync = ClockSync(clock: .system)
         sync.connected()
         let tcpRequests = NIOLockedValueBox<[PCClockRequest]>([])
-        let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: silent.localPort, token: 1, key: nil), sync: sync) { envelope in
+        let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: silent.localPort, token: 1, key: nil), sync: sync,
+                                           logger: Logger(label: "test")) { envelope in
             if case .clockRequest(let request)? = envelope.body { tcpRequests.withLockedValue { $0.append(request) } }
         }
         defer { requester.stop() }

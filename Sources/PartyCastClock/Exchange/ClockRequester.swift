@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Logging
 import PartyCastCore
 import PartyCastWire
 import Synchronization
@@ -34,7 +35,8 @@ public final class ClockRequester: Sendable {
 
     /// - Parameter overTCP: sends a request over the connection; its answer reaches `sync` through
     ///   the connection's handler.
-    public init(datagrams: Datagrams?, sync: ClockSync, overTCP: @escaping @Sendable (PCEnvelope) -> Void) throws(SystemCallError) {
+    public init(datagrams: Datagrams?, sync: ClockSync, logger: Logger,
+                overTCP: @escaping @Sendable (PCEnvelope) -> Void) throws(SystemCallError) {
         let stopPipe = try WakePipe()
         // A socket that cannot be made (no route, an address family the host lacks) leaves TCP.
         let socket = datagrams.flatMap { try? ClockSocket(connectingTo: $0.host, port: $0.port) }
@@ -42,7 +44,7 @@ public final class ClockRequester: Sendable {
         thread = DedicatedThread {
             // The thread holds the pipe too: its end must stay open while poll(2) watches it.
             var exchange = Exchange(datagrams: datagrams, sync: sync)
-            exchange.run(socket: socket, wake: stopPipe.readEnd, overTCP: overTCP)
+            exchange.run(socket: socket, wake: stopPipe.readEnd, logger: logger, overTCP: overTCP)
         }
     }
 
@@ -70,14 +72,25 @@ struct Exchange {
         lastHeard = sync.clock.now()
     }
 
-    mutating func run(socket: ClockSocket?, wake: Int32, overTCP: (PCEnvelope) -> Void) {
+    mutating func run(socket: ClockSocket?, wake: Int32, logger: Logger, overTCP: (PCEnvelope) -> Void) {
         var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
         var due = sync.clock.now()
+        var usingTCP = false
+        if socket == nil { logger.debug("clock: exchanging over the TCP connection (no UDP clock port offered or usable)") }
         while true {
             let now = sync.clock.now()
             if now >= due {
                 if let socket, let datagrams { send(on: socket, datagrams) }
-                if socket == nil || now - lastHeard > ClockRequester.fallbackAfter { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
+                let fallBack = socket == nil || now - lastHeard > ClockRequester.fallbackAfter
+                if socket != nil, fallBack != usingTCP {
+                    if fallBack {
+                        logger.warning("clock: no answer over UDP for \(ClockRequester.fallbackAfter / 1_000_000_000) s (a firewall?); keeping time over the TCP connection, less precisely on a busy link")
+                    } else {
+                        logger.info("clock: UDP answers again")
+                    }
+                }
+                usingTCP = fallBack
+                if fallBack { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
                 due = now + sync.nextExchangeDelay()
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
