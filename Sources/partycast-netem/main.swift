@@ -22,7 +22,7 @@
 // Every packet held counts against --queue-kb (default 4096) per direction; beyond it, it is dropped.
 // The run is reproducible from --seed (default 1) given the same packets. --lifetime-s (default 3600)
 // bounds the run; SIGTERM, SIGINT or the lifetime's end stop it cleanly with one summary line on
-// stderr. Exit status: 0 stopped or lifetime over, 1 usage or setup error.
+// stderr. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
 import CTun
 #if canImport(Glibc)
 import Glibc
@@ -391,12 +391,12 @@ struct Link {
         }
     }
 
-    /// Forwards until a stop signal, the lifetime's end or a device failure; says which.
-    mutating func run() -> String {
+    /// Forwards until a stop signal, the lifetime's end or a device failure; says which, and whether it failed.
+    mutating func run() -> (reason: String, failed: Bool) {
         while true {
             let now = monotonicNanoseconds()
             release(now: now)
-            guard now < endAt else { return "lifetime over" }
+            guard now < endAt else { return ("lifetime over", false) }
             let wait = min(heap.first?.due ?? endAt, endAt) - now
             for i in fds.indices { fds[i].revents = 0 }
             let polled = pcnetem_poll_ns(&fds, UInt(fds.count), wait)
@@ -407,11 +407,11 @@ struct Link {
             if fds[2].revents != 0 {
                 var info = signalfd_siginfo()
                 let n = read(stopFd, &info, MemoryLayout<signalfd_siginfo>.size)
-                return n > 0 && info.ssi_signo == UInt32(SIGINT) ? "stopped by SIGINT" : "stopped by SIGTERM"
+                return (n > 0 && info.ssi_signo == UInt32(SIGINT) ? "stopped by SIGINT" : "stopped by SIGTERM", false)
             }
             for direction in 0..<2 where fds[direction].revents != 0 {
                 if fds[direction].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 {
-                    return "the \(direction == 0 ? "near" : "far") device failed"
+                    return ("the \(direction == 0 ? "near" : "far") device failed", true)
                 }
                 take(from: direction)
             }
@@ -431,9 +431,9 @@ struct Link {
 }
 
 var link = Link(near: nearFd, far: farFd, stopFd: stopFd, directions: directions, queueBytes: options.queueBytes, endAt: endAt)
-let stopReason = link.run()
+let (stopReason, failed) = link.run()
 let elapsed = Double(monotonicNanoseconds() - started) / 1e9
 say("partycast-netem: \(stopReason) after \(fixed(elapsed, 1)) s; " + link.summary())
 close(nearFd)
 close(farFd)
-exit(0)
+exit(failed ? 1 : 0)
