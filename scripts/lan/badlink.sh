@@ -127,7 +127,7 @@ up() {
   echo $! > "$state/netem.pid"
   local pid=$! deadline=$((SECONDS + 10))
   until [ -s "$state/netem.ready" ]; do
-    alive "$pid" || die "partycast-netem exited: $(tail -n 3 "$state/netem.log" | tr '\n' ' ')"
+    alive "$pid" || die "partycast-netem exited: $(head -n 1 "$state/netem.log")"
     [ $SECONDS -lt $deadline ] || die "partycast-netem made no devices within 10 s (see $state/netem.log)"
     sleep 0.05
   done
@@ -143,7 +143,7 @@ up() {
 
 mtu() { ip -n "$1" -o link show "$device" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p'; }
 
-# Round trips near → far: a TCP echo of 256 KiB (full-size segments), and UDP datagrams of the
+# Round trips near → far: a TCP echo of 64 KiB (full-size segments), and UDP datagrams of the
 # largest size the MTU takes unfragmented (DF set), retried against loss; everything bounded.
 check() {
   [ -f "$state/namespaces" ] || die "no bad link up (state $state)"
@@ -176,7 +176,7 @@ time.sleep(30)  # UDP echoes go on until the client is done (timeout ends this)
   ip netns exec "$near" timeout 25 python3 -c '
 import os, socket, sys, time
 host, port, mtu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-payload = os.urandom(256 * 1024)
+payload = os.urandom(64 * 1024)
 t = time.monotonic()
 tcp = socket.create_connection((host, port), timeout=10)
 tcp.sendall(payload); tcp.shutdown(socket.SHUT_WR)
@@ -186,7 +186,7 @@ while len(back) < len(payload):
     if not data: break
     back += data
 assert back == payload, "TCP echo differs (%d of %d bytes back)" % (len(back), len(payload))
-print("tcp: 256 KiB echoed in %.0f ms" % ((time.monotonic() - t) * 1000))
+print("tcp: 64 KiB echoed in %.0f ms" % ((time.monotonic() - t) * 1000))
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.settimeout(0.5)
 udp.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO: never fragment
 datagram = os.urandom(mtu - 28)
