@@ -109,7 +109,8 @@ link_conditions=(
   "250 ms stall every 8 s|--stall-ms 250 --stall-every-s 8"
   "each packet held 0–5 ms (may reorder)|--jitter-ms 0-5"
   "**0–20 ms per packet, 1 % loss, 250 ms stall every 8 s (judged)**|--jitter-ms 0-20 --loss 1 --stall-ms 250 --stall-every-s 8"
-  "asymmetric: downlink only, 0–10 ms per packet, 256 kbit/s bottleneck (2 × the audio bitrate)|--down-jitter-ms 0-10 --down-rate-kbps 256"
+  # The bottleneck carries both far streams: 2 × 128 kbit/s of Opus, so 512 kbit/s is twice the load.
+  "asymmetric: downlink only, 0–10 ms per packet, 512 kbit/s bottleneck (2 × the two streams' audio bitrate)|--down-jitter-ms 0-10 --down-rate-kbps 512"
 )
 
 # Waits (bounded) until FILE contains TEXT.
@@ -160,11 +161,25 @@ run_link() {  # INDEX LABEL OPTIONS
 
 run_links() {
   [ -x "$bin/partycast-netem" ] || { echo "bench-sync: no $bin/partycast-netem (swift build -c release --product partycast-netem)" >&2; return 1; }
-  local i=0 row
+  local i=0 row rc
   for row in "${link_conditions[@]}"; do
     i=$((i + 1))
     [ -z "${BENCH_LINKS:-}" ] || [[ " $BENCH_LINKS " == *" $i "* ]] || continue
-    run_link "$i" "${row%%|*}" "${row#*|}"
+    # A row that fails (a listener that never ends, say) is reported as such and the table goes on:
+    # it runs in a subshell that stops its own processes and link whatever happens.
+    set +e
+    (
+      set -e
+      trap 'rc=$?; for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done; "$badlink" down >/dev/null 2>&1; exit $rc' EXIT
+      run_link "$i" "${row%%|*}" "${row#*|}"
+    )
+    rc=$?
+    set -e
+    if [ $rc != 0 ]; then
+      echo "bench-sync: link $i did not finish (status $rc); logs kept in $work/link$i" >&2
+      KEEP=1
+      jq -n --arg cond "${row%%|*}" --arg options "${row#*|}" '{condition: $cond, netem_options: $options, failed: true}' > "$work/link$i/row.json"
+    fi
   done
   jq -s . "$work"/link*/row.json > "$out/sync-links.json"
   {
@@ -173,9 +188,9 @@ run_links() {
     echo
     echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) |"
     echo "|---|---|---|---|---|---|---|---|"
-    jq -r '.[] | "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s |"' "$out/sync-links.json"
+    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s |" end' "$out/sync-links.json"
     echo
-    jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed 11 → \(.netem | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
+    jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed 11 → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
   } > "$out/sync-links.md"
   cat "$out/sync-links.md"
   echo "bench-sync: wrote $out/sync-links.md, $out/sync-links.json"
