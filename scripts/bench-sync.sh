@@ -178,6 +178,7 @@ run_links() {
     if [ $rc != 0 ]; then
       echo "bench-sync: link $i did not finish (status $rc); logs kept in $work/link$i" >&2
       KEEP=1
+      mkdir -p "$work/link$i"
       jq -n --arg cond "${row%%|*}" --arg options "${row#*|}" '{condition: $cond, netem_options: $options, failed: true}' > "$work/link$i/row.json"
     fi
   done

@@ -322,7 +322,7 @@ let directions = (0..<2).map { d in
     Direction(impairment: options.impairments[d], start: started,
               random: SplitMix64(state: options.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(d + 1)))
 }
-say("partycast-netem: \(options.device) ↔ \(peerDevice) in \(options.peerNetns), seed \(options.seed), lifetime \(fixed(options.lifetimeS, 0)) s; "
+say("partycast-netem: \(options.device) ↔ \(peerDevice) in \(options.peerNetns), seed \(options.seed), lifetime \(fixed(options.lifetimeS, 1)) s; "
     + "down: \(options.impairments[0].description); up: \(options.impairments[1].description)")
 if let readyFile = options.readyFile {
     // Written whole under another name, then renamed: whoever waits for it never reads half of it.
