@@ -32,7 +32,7 @@ release: deps
 # The party-mode sync test times release builds: what users run, and free of debug-build jitter.
 test: deps fixtures
 	swift build
-	for product in listener broadcaster partycast-skew; do swift build -c release --product $$product; done
+	for product in listener broadcaster partycast-skew partycast-netem; do swift build -c release --product $$product; done
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test
 
 # ThreadSanitizer over the in-process unit tests, in its own build directory; the tests that only
@@ -73,7 +73,8 @@ fuzz: deps fixtures
 bench-broadcast: release
 	scripts/bench-broadcast.sh $(BENCH_LISTENERS)
 
-# Party-mode sync on the LAN harness: skew between listeners from their recordings (needs root).
+# Party-mode sync on the LAN harness, then over bad links (badlink.sh): skew between listeners from
+# their recordings (needs root). BENCH_SYNC=links runs only the link table.
 bench-sync: release
 	scripts/bench-sync.sh
 

@@ -73,6 +73,11 @@ let package = Package(
         // A man in the middle for the LAN tests of the party key handshake: captures a session's frames
         // and replays them to either side.
         .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"]),
+        // A bad IP link between two network namespaces for the sync benchmark and the bad-link test:
+        // TUN devices with jitter, loss, stalls and a rate limit per direction (no `tc netem` here).
+        // CTun: the TUN and setns calls Swift cannot make itself (ioctl is variadic), header-only.
+        .systemLibrary(name: "CTun", path: "Sources/CTun"),
+        .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",

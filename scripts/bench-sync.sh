@@ -6,17 +6,32 @@
 # partycast-skew (cross-correlation), never from the code's own bookkeeping.
 #   scripts/bench-sync.sh [BIN_DIR]     → summary on stdout, bench-out/sync-skew.{csv,json,png}
 #   KEEP=1 keeps the recordings and logs (the script says where).
+#
+# Then a table over link conditions (scripts/lan/badlink.sh: an IP link through partycast-netem):
+# the broadcaster and a (0, 0) listener on the near side, two listeners with clocks (−5 s, −150 ppm)
+# and (+9 s, +120 ppm) on the far side, a CPU hog, the same minute of audio, once per condition.
+# Each row: the skew of the worse far listener (by p99) against the near one, 5 s after each first
+# sound; the max pairwise p99 over all three; the longest dropout (run of exact zeros) in a far
+# recording while the song plays.                    → bench-out/sync-links.{md,json}
+#   BENCH_SYNC=lan | links | all (default)   runs only the LAN part, only the link table, or both.
+#   BENCH_LINKS="1 4"                         runs only those rows of the table (default: all five).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/.build/release}
 out=$root/bench-out
 lan=$root/scripts/lan/lan.sh
+badlink=$root/scripts/lan/badlink.sh
+mode=${BENCH_SYNC:-all}
+[[ $mode =~ ^(lan|links|all)$ ]] || { echo "bench-sync: BENCH_SYNC is lan, links or all, not \"$mode\"" >&2; exit 2; }
 export PC_LAN_PREFIX=pcsync PC_LAN_STATE=/tmp/pc-lan-sync PC_LAN_LIFETIME=400
+# One condition at a time; each link lives at most as long as one run could take.
+export PC_BADLINK_PREFIX=pcblsync PC_BADLINK_STATE=/tmp/pc-badlink-sync PC_BADLINK_LIFETIME=300 PC_BADLINK_NETEM=$bin/partycast-netem
 work=$(mktemp -d /tmp/partycast-bench-sync.XXXXXX)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   "$lan" down >/dev/null 2>&1 || true
+  "$badlink" down >/dev/null 2>&1 || true
   if [ "${KEEP:-0}" = 1 ]; then echo "bench-sync: recordings and logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT INT TERM
@@ -38,6 +53,7 @@ echo "bench-sync: one minute of pink noise with a slow swell (sox + lame)"
 sox -R -n -r 44100 -c 2 "$work/song.wav" synth 60 pinknoise tremolo 0.5 40 gain -n -3
 lame --quiet -b 192 "$work/song.wav" "$work/song.mp3"
 
+run_lan() {
 echo "bench-sync: LAN of 5 test hosts (namespaces $PC_LAN_PREFIX-*)"
 "$lan" up 5 >/dev/null
 
@@ -53,7 +69,8 @@ join pcsync-host2 slow -3,-120
 join pcsync-host3 steady 0,0
 join pcsync-host4 fast 7.5,150
 listeners=("${pids[@]:1}")
-for _ in 1 2; do timeout 120 sh -c 'while :; do :; done' & pids+=($!); done
+hogs=()
+for _ in 1 2; do timeout 120 sh -c 'while :; do :; done' & pids+=($!); hogs+=($!); done
 # The broadcast starts 6 s after launch; the late joiner comes 20 s into it.
 sleep $((6 + 20 - (SECONDS - launched)))
 join pcsync-host5 late 1,50
@@ -80,3 +97,108 @@ plot "$out/sync-skew.csv" every ::1 using 1:2 with lines title "slow (−3 s, �
      "" every ::1 using 1:5 with lines lw 2 title "max pairwise"
 GNUPLOT
 echo "bench-sync: wrote $out/sync-skew.csv, $out/sync-skew.json, $out/sync-skew.png"
+kill "${hogs[@]}" 2>/dev/null || true  # before the link table, which has a hog of its own
+wait "${hogs[@]}" 2>/dev/null || true
+"$lan" down >/dev/null
+pids=()
+}
+
+# The link table. Rows: label|partycast-netem options ("down" is broadcaster → far listeners).
+link_conditions=(
+  "relay, no impairment|"
+  "250 ms stall every 8 s|--stall-ms 250 --stall-every-s 8"
+  "each packet held 0–5 ms (may reorder)|--jitter-ms 0-5"
+  "**0–20 ms per packet, 1 % loss, 250 ms stall every 8 s (judged)**|--jitter-ms 0-20 --loss 1 --stall-ms 250 --stall-every-s 8"
+  # The bottleneck carries both far streams: 2 × 128 kbit/s of Opus, so 512 kbit/s is twice the load.
+  "asymmetric: downlink only, 0–10 ms per packet, 512 kbit/s bottleneck (2 × the two streams' audio bitrate)|--down-jitter-ms 0-10 --down-rate-kbps 512"
+)
+
+# Waits (bounded) until FILE contains TEXT.
+wait_for_text() {
+  local deadline=$((SECONDS + $1)) file=$2 text=$3
+  until grep -q "$text" "$file" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.1
+  done
+}
+
+run_link() {  # INDEX LABEL OPTIONS
+  local i=$1 label=$2 options=$3 dir=$work/link$1
+  mkdir -p "$dir"
+  echo "bench-sync: link $i: $label (netem: ${options:-no options})"
+  # shellcheck disable=SC2086  # the options are words
+  "$badlink" up $options --seed 11 > "$dir/up.log"
+  "$badlink" check > "$dir/check.log"
+  "$badlink" exec near "$bin/broadcaster" share "$work/song.mp3" --no-mdns --name "Link bench" --start-in 6 2> "$dir/broadcaster.log" &
+  pids+=($!); local broadcaster=$!
+  wait_for_text 20 "$dir/broadcaster.log" broadcasting || { echo "bench-sync: the broadcaster did not start: $(tail -n 3 "$dir/broadcaster.log")" >&2; return 1; }
+  local listeners=() host name clock
+  for spec in near:near:0,0 far:far1:-5,-150 far:far2:9,120; do
+    IFS=: read -r host name clock <<< "$spec"
+    "$badlink" exec "$host" "$bin/listener" join --host 10.78.0.1 --listener-name "$name" --output "virtual:$dir/$name.wav" \
+      --simulate-clock="$clock" --once --quiet 2> "$dir/$name.log" &
+    pids+=($!); listeners+=($!)
+  done
+  timeout 150 sh -c 'while :; do :; done' & pids+=($!); local hog=$!
+  wait_all 150 "${listeners[@]}" "$broadcaster"
+  kill "$hog" 2>/dev/null || true
+  wait "$hog" 2>/dev/null || true
+  "$badlink" down > "$dir/netem.log"
+  pids=()  # all waited for: no PID of ours left to stop
+  "$bin/partycast-skew" "$dir/near.wav" "$dir/far1.wav" "$dir/far2.wav" --settle-s 5 --json --gaps --csv "$dir/skew.csv" > "$dir/skew.json"
+  # One row: the worse far listener by p99; the far recordings' longest dropout and shortest song.
+  jq --arg cond "$label" --arg options "$options" --arg netem "$(cat "$dir/netem.log")" '
+    [.summaries[] | select(.name == "far1.wav" or .name == "far2.wav")] as $far
+    | ($far | max_by(.p99Microseconds)) as $worse
+    | [.gaps[] | select(.name != "near.wav")] as $farGaps
+    | {condition: $cond, netem_options: $options, netem: $netem,
+       worse_far: $worse.name, median_us: $worse.medianMicroseconds, p99_us: $worse.p99Microseconds, max_us: $worse.maxMicroseconds,
+       pairwise_p99_us: (.summaries[] | select(.name == "max pairwise") | .p99Microseconds),
+       longest_gap_ms: ($farGaps | map(.longestGapMs) | max),
+       shortest_song_s: ($farGaps | map(.songFrames) | min / 48000),
+       skew: .}' "$dir/skew.json" > "$dir/row.json"
+}
+
+run_links() {
+  [ -x "$bin/partycast-netem" ] || { echo "bench-sync: no $bin/partycast-netem (swift build -c release --product partycast-netem)" >&2; return 1; }
+  local i=0 row rc
+  for row in "${link_conditions[@]}"; do
+    i=$((i + 1))
+    [ -z "${BENCH_LINKS:-}" ] || [[ " $BENCH_LINKS " == *" $i "* ]] || continue
+    # A row that fails (a listener that never ends, say) is reported as such and the table goes on:
+    # it runs in a subshell that stops its own processes and link whatever happens.
+    set +e
+    (
+      set -e
+      trap 'rc=$?; for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done; "$badlink" down >/dev/null 2>&1; exit $rc' EXIT
+      run_link "$i" "${row%%|*}" "${row#*|}"
+    )
+    rc=$?
+    set -e
+    if [ $rc != 0 ]; then
+      echo "bench-sync: link $i did not finish (status $rc); logs kept in $work/link$i" >&2
+      KEEP=1
+      mkdir -p "$work/link$i"
+      jq -n --arg cond "${row%%|*}" --arg options "${row#*|}" '{condition: $cond, netem_options: $options, failed: true}' > "$work/link$i/row.json"
+    fi
+  done
+  jq -s . "$work"/link*/row.json > "$out/sync-links.json"
+  {
+    echo "Skew of the worse far listener against the near one (µs, from the recordings, 5 s after each first sound; one minute"
+    echo "of pink noise; clocks near 0/0, far −5 s/−150 ppm and +9 s/+120 ppm; a CPU hog). Pairwise: max over all three."
+    echo
+    echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) |"
+    echo "|---|---|---|---|---|---|---|---|"
+    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s |" end' "$out/sync-links.json"
+    echo
+    jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed 11 → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
+  } > "$out/sync-links.md"
+  cat "$out/sync-links.md"
+  echo "bench-sync: wrote $out/sync-links.md, $out/sync-links.json"
+}
+
+case $mode in
+  lan) run_lan ;;
+  links) run_links ;;
+  all) run_lan; run_links ;;
+esac

@@ -33,6 +33,9 @@ struct SkewCommand: ParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
+    @Flag(help: "Also report each recording's longest run of exact zeros between its first and last sound (a dropout: the song is never silent).")
+    var gaps = false
+
     func validate() throws {
         guard recordings.count >= 2 else { throw ValidationError("give REF.wav and at least one other recording") }
         guard stepMs > 0, windowMs > 0, searchMs > 0 else { throw ValidationError("--step-ms, --window-ms and --search-ms must be positive") }
@@ -90,8 +93,9 @@ struct SkewCommand: ParsableCommand {
             }
             try text.write(toFile: csv, atomically: true, encoding: .utf8)
         }
+        let gapReports = gaps ? tracks.map { GapReport($0) } : nil
         if json {
-            let data = try JSONEncoder().encode(Report(settleSeconds: settleS, skippedPoints: skipped, summaries: summaries))
+            let data = try JSONEncoder().encode(Report(settleSeconds: settleS, skippedPoints: skipped, summaries: summaries, gaps: gapReports))
             print(String(decoding: data, as: UTF8.self))
         } else {
             print("skew against \((reference.path as NSString).lastPathComponent), points from \(settleS) s after each recording's first sound; \(skipped) points skipped (silent or no clear peak)")
@@ -101,6 +105,10 @@ struct SkewCommand: ParsableCommand {
                 print(s.name.padding(toLength: 28, withPad: " ", startingAt: 0)
                       + String(format: " %8d %10.1f %10.1f %10.1f ", s.points, s.medianMicroseconds ?? .nan, s.p99Microseconds ?? .nan, s.maxMicroseconds ?? .nan)
                       + String(repeating: " ", count: max(0, 18 - converged.count)) + converged)
+            }
+            for g in gapReports ?? [] {
+                print("gaps: \(g.name): song \(String(format: "%.3f", Double(g.songFrames) / rate)) s, longest run of zeros "
+                      + String(format: "%.1f ms at %.2f s", g.longestGapMs, g.longestGapAtSeconds) + ", \(g.gapsOver5Ms) over 5 ms")
             }
         }
     }
@@ -186,6 +194,8 @@ struct Recording {
     let framesPerSecond: Double
     /// True time (s) of the first frame above the noise floor.
     let firstSound: Double
+    /// Frame indices of the first and last frames above the noise floor (an empty range when silent).
+    let soundFrames: Range<Int>
     var end: Double { time(ofFrame: Double(samples.count)) }
 
     init(path: String) throws {
@@ -200,6 +210,8 @@ struct Recording {
         framesPerSecond = clock.rate * (1 + clock.drift_ppm * 1e-6)
         let first = samples.firstIndex { abs($0) > 1e-4 } ?? samples.count
         firstSound = t0 + Double(first) / framesPerSecond
+        let last = samples.lastIndex { abs($0) > 1e-4 } ?? -1
+        soundFrames = first <= last ? first..<(last + 1) : first..<first
     }
 
     func frame(at time: Double) -> Double { (time - t0) * framesPerSecond }
@@ -289,6 +301,39 @@ struct Report: Encodable {
     let settleSeconds: Double
     let skippedPoints: Int
     let summaries: [Summary]
+    /// With --gaps: one per recording, REF first.
+    let gaps: [GapReport]?
+}
+
+/// Dropouts in one recording: runs of exact zeros (what a card plays when it has nothing) between
+/// its first and last sound. Meant for broadband test songs that are never silent on their own.
+struct GapReport: Encodable {
+    let name: String
+    /// Frames from the first sound to the last, both included.
+    let songFrames: Int
+    let longestGapMs: Double
+    /// Where the longest run starts, in seconds after the first sound.
+    let longestGapAtSeconds: Double
+    let gapsOver5Ms: Int
+
+    init(_ track: Recording) {
+        name = (track.path as NSString).lastPathComponent
+        songFrames = track.soundFrames.count
+        let over5 = Int(0.005 * Double(track.rate))
+        var longest = 0, longestAt = track.soundFrames.lowerBound, over = 0, run = 0
+        for i in track.soundFrames {
+            if track.samples[i] == 0 {
+                run += 1
+                if run > longest { longest = run; longestAt = i - run + 1 }
+            } else {
+                if run > over5 { over += 1 }
+                run = 0
+            }
+        }
+        longestGapMs = Double(longest) / Double(track.rate) * 1000
+        longestGapAtSeconds = Double(longestAt - track.soundFrames.lowerBound) / Double(track.rate)
+        gapsOver5Ms = over
+    }
 }
 
 struct CleanError: Error, CustomStringConvertible {

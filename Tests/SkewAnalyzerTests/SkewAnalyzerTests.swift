@@ -53,4 +53,33 @@ final class SkewAnalyzerTests: XCTestCase {
         }
         XCTAssertEqual(Set(report.summaries.map(\.name)), Set(expected.keys).union(["max pairwise"]))
     }
+
+    /// --gaps: the longest run of exact zeros between the first and last sound, where it starts,
+    /// how many runs pass 5 ms, and the song's length; the card's leading silence is not a gap.
+    func testGapsFindDropoutsBetweenTheFirstAndLastSound() throws {
+        struct Gap: Decodable { let name: String; let songFrames: Int; let longestGapMs: Double; let longestGapAtSeconds: Double; let gapsOver5Ms: Int }
+        struct GapReport: Decodable { let gaps: [Gap] }
+        let d = try temporaryDirectory()
+        let float = ["-e", "floating-point", "-b", "32"]
+        try sox(["-R", "-n", "-r", "48000", "-c", "2"] + float + ["\(d)/song.wav", "synth", "4", "pinknoise", "gain", "-n", "-6"])
+        // Half a second of leading silence (a card waiting for the start), then 12 ms and 3 ms
+        // dropouts 2 s and 3 s into the song.
+        try sox(["\(d)/song.wav"] + float + ["\(d)/ref.wav", "pad", "0.5"])
+        try sox(["\(d)/song.wav"] + float + ["\(d)/gappy.wav", "pad", "0.012@2", "0.003@3", "pad", "0.5"])
+        for name in ["ref", "gappy"] { try card("\(d)/\(name).wav", t0: 1_000_000_000_000) }
+
+        let result = try runProcess(tool, ["\(d)/ref.wav", "\(d)/gappy.wav", "--gaps", "--json"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let gaps = try JSONDecoder().decode(GapReport.self, from: Data(result.stdout.utf8)).gaps
+        XCTAssertEqual(gaps.map(\.name), ["ref.wav", "gappy.wav"])
+        guard gaps.count == 2 else { return }
+        // The first and last frames above the noise floor may sit a sample or two inside the song.
+        XCTAssertEqual(Double(gaps[0].songFrames), 4 * 48000, accuracy: 4, result.stdout)
+        XCTAssertEqual(gaps[0].longestGapMs, 0, accuracy: 0.1, result.stdout)
+        XCTAssertEqual(gaps[0].gapsOver5Ms, 0, result.stdout)
+        XCTAssertEqual(Double(gaps[1].songFrames), 4 * 48000 + 576 + 144, accuracy: 4, result.stdout)
+        XCTAssertEqual(gaps[1].longestGapMs, 12, accuracy: 0.1, result.stdout)
+        XCTAssertEqual(gaps[1].longestGapAtSeconds, 2, accuracy: 0.001, result.stdout)
+        XCTAssertEqual(gaps[1].gapsOver5Ms, 1, result.stdout)
+    }
 }
