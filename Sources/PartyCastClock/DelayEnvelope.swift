@@ -1,0 +1,191 @@
+/// One direction's one-way measurements (local time, remote − local) of the exchanges in the window,
+/// sorted by time in a fixed-capacity ring, and the line below them that `ClockEstimator` reads the
+/// clock from.
+///
+/// Queueing only adds delay, so every point lies on or above θ(t) + base delay, and the points that
+/// met no queueing trace that line from below: the lower envelope. Its estimate is the line under all
+/// points with the greatest value at their mean time (Moon, Skelly and Towsley's linear programme),
+/// which is the lower convex hull's edge spanning that time. Its error shrinks like jitter / n, where
+/// averages (least squares, medians) only reach jitter / √n and keep the bias of one-sided queueing.
+struct DelayEnvelope: Sendable {
+    struct Point: Sendable {
+        var time: Int64
+        var value: Int64
+    }
+
+    /// A line under the points: `base + level` at `reference`, rising by `slope` per nanosecond.
+    struct Line: Sendable {
+        var reference: Int64
+        var base: Int64
+        var level: Double
+        var slope: Double
+
+        /// Relative to `base`.
+        func value(at time: Int64) -> Double { level + slope * Double(time &- reference) }
+    }
+
+    /// Points that lie this far below the line the rest of the window draws are glitches (a bad
+    /// timestamp, a path that is faster for a moment), not the link: the envelope ignores them.
+    /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself.
+    /// - `margin`: the least depth that counts (timestamping noise is a few µs).
+    /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points,
+    ///   2 × median excess / count under uniform jitter.
+    static let glitchTime: Int64 = 1_000_000_000
+    static let glitchMargin = 20_000.0
+    static let glitchSpacings = 8.0
+    /// Glitch hunts per fit: each removes a glitch and its burst.
+    static let glitchRounds = 3
+    /// The median excess is taken over the newest points only, so it follows the link as it changes.
+    static let spreadPoints = 64
+
+    private var ring: [Point]
+    private var start = 0
+    private(set) var count = 0
+    /// Scratch, sized once: the hull's vertices (positions), glitch marks, recent excesses.
+    private var hull: [Int]
+    private var glitch: [Bool]
+    private var excesses: [Double]
+
+    init(capacity: Int) {
+        ring = Array(repeating: Point(time: 0, value: 0), count: capacity)
+        hull = Array(repeating: 0, count: capacity)
+        glitch = Array(repeating: false, count: capacity)
+        excesses = Array(repeating: 0, count: Self.spreadPoints)
+    }
+
+    subscript(position: Int) -> Point { ring[(start + position) % ring.count] }
+
+    var span: Int64 { count < 2 ? 0 : self[count - 1].time - self[0].time }
+
+    /// Inserts in time order; replies that overtook others land a few places from the end, so the
+    /// shift is short. When full, the oldest point goes, or the new one if it is the oldest.
+    @discardableResult
+    mutating func insert(_ point: Point) -> Bool {
+        if count == ring.count {
+            guard point.time > self[0].time else { return false }
+            removeOldest()
+        }
+        var position = count
+        while position > 0, self[position - 1].time > point.time {
+            ring[(start + position) % ring.count] = self[position - 1]
+            position -= 1
+        }
+        ring[(start + position) % ring.count] = point
+        count += 1
+        return true
+    }
+
+    mutating func removeOlder(than time: Int64) {
+        while count > 0, self[0].time < time { removeOldest() }
+    }
+
+    private mutating func removeOldest() {
+        start = (start + 1) % ring.count
+        count -= 1
+    }
+
+    // MARK: Fit
+
+    /// The envelope at `reference` with glitches set aside, and the median excess of the newest points
+    /// above it (how much the link queues). With `fitSlope` false the line is level: a slope from a
+    /// short span would be mostly jitter. Slopes are clamped to ±`maximumSlope`.
+    mutating func fit(at reference: Int64, fitSlope: Bool, maximumSlope: Double) -> (line: Line, spread: Double)? {
+        guard count > 0 else { return nil }
+        for position in 0..<count { glitch[position] = false }
+        let base = self[0].value
+        var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
+        let spread = medianExcess(above: line)
+        let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(count)
+        rounds: for _ in 0..<Self.glitchRounds {
+            for vertex in supportVertices(of: line) {
+                let time = self[vertex].time
+                guard let others = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope,
+                                           around: (time - Self.glitchTime)...(time + Self.glitchTime)),
+                      depth(of: vertex, below: others) > threshold else { continue }
+                for position in 0..<count where abs(self[position].time - time) <= Self.glitchTime
+                    && depth(of: position, below: others) > threshold {
+                    glitch[position] = true
+                }
+                line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
+                continue rounds
+            }
+            break
+        }
+        return (line, spread)
+    }
+
+    private func depth(of position: Int, below line: Line) -> Double {
+        line.value(at: self[position].time) - Double(self[position].value &- line.base)
+    }
+
+    /// The two points nearest the line from above: the ones it rests on.
+    private func supportVertices(of line: Line) -> [Int] {
+        var first = -1, second = -1, firstDepth = -Double.infinity, secondDepth = -Double.infinity
+        for position in 0..<count where !glitch[position] {
+            let depth = depth(of: position, below: line)
+            if depth > firstDepth {
+                (second, secondDepth) = (first, firstDepth)
+                (first, firstDepth) = (position, depth)
+            } else if depth > secondDepth {
+                (second, secondDepth) = (position, depth)
+            }
+        }
+        return second < 0 ? [first] : [first, second]
+    }
+
+    /// The line under every point that is neither a glitch nor within `around`, greatest at their
+    /// mean time; nil when no point is left, or too few to judge others by (`around` given).
+    private mutating func support(at reference: Int64, base: Int64, fitSlope: Bool, maximumSlope: Double,
+                                  around excluded: ClosedRange<Int64>?) -> Line? {
+        func included(_ position: Int) -> Bool {
+            !glitch[position] && !(excluded?.contains(self[position].time) ?? false)
+        }
+        var hullCount = 0, points = 0, timeSum = 0.0
+        for position in 0..<count where included(position) {
+            points += 1
+            timeSum += Double(self[position].time &- reference)
+            guard fitSlope else { continue }
+            // Andrew's monotone chain, lower half: each point pops the vertices it sees from below.
+            let p = self[position]
+            while hullCount > 0, self[hull[hullCount - 1]].time == p.time {
+                guard p.value < self[hull[hullCount - 1]].value else { break }
+                hullCount -= 1
+            }
+            if hullCount > 0, self[hull[hullCount - 1]].time == p.time { continue }
+            while hullCount >= 2, !turnsLeft(self[hull[hullCount - 2]], self[hull[hullCount - 1]], p) { hullCount -= 1 }
+            hull[hullCount] = position
+            hullCount += 1
+        }
+        guard points > 0, excluded == nil || points >= 4 else { return nil }
+        let meanTime = reference &+ Int64((timeSum / Double(points)).rounded())
+
+        var slope = 0.0
+        if fitSlope, hullCount >= 2 {
+            var edge = 0
+            while edge < hullCount - 2, self[hull[edge + 1]].time < meanTime { edge += 1 }
+            let a = self[hull[edge]], b = self[hull[edge + 1]]
+            slope = Double(b.value &- a.value) / Double(b.time &- a.time)
+        }
+        slope = min(max(slope, -maximumSlope), maximumSlope)
+        // The highest line of that slope under the points: on the hull edge itself unless clamped.
+        var level = Double.infinity
+        for position in 0..<count where included(position) {
+            let p = self[position]
+            level = min(level, Double(p.value &- base) - slope * Double(p.time &- reference))
+        }
+        return Line(reference: reference, base: base, level: level, slope: slope)
+    }
+
+    private func turnsLeft(_ a: Point, _ b: Point, _ c: Point) -> Bool {
+        let abTime = Double(b.time &- a.time), abValue = Double(b.value &- a.value)
+        let acTime = Double(c.time &- a.time), acValue = Double(c.value &- a.value)
+        return abTime * acValue - abValue * acTime > 0
+    }
+
+    private mutating func medianExcess(above line: Line) -> Double {
+        let newest = min(count, Self.spreadPoints)
+        for index in 0..<newest { excesses[index] = -depth(of: count - newest + index, below: line) }
+        excesses[0..<newest].sort()
+        return excesses[newest / 2]
+    }
+}
