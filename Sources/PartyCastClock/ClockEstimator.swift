@@ -12,12 +12,13 @@
 ///
 /// Samples may come in any order (replies overtake each other); storage is fixed, a refit is O(n).
 public struct ClockEstimator: Sendable {
-    /// How far back samples count: a drift that wanders 0.1 ppm a minute bends a line this long by
-    /// under 1 µs, while more exchanges keep shrinking the envelope's error.
+    /// How far back samples count: the drift's error shrinks with the span squared (more exchanges
+    /// over a longer lever), and a drift that wanders 0.1 ppm a minute bends a line this long by
+    /// under 1 µs.
     public static let window: Int64 = 64_000_000_000
-    /// Per direction. Exchanging every 20 ms (a noisy link) fills it in 20 s, and then the window
-    /// shortens instead of the storage growing.
-    public static let sampleCapacity = 1024
+    /// Bins per direction (`DelayEnvelope.binWidth` each): the whole window, however often the
+    /// listener exchanges.
+    public static let sampleCapacity = Int(window / DelayEnvelope.binWidth) + 1
     /// A reply this late is not queueing but a broken peer or a suspended host.
     public static let maximumRoundTrip: Int64 = 1_000_000_000
 
@@ -35,7 +36,7 @@ public struct ClockEstimator: Sendable {
     public private(set) var linkNoise: Int64?
 
     /// Exchanges in the window.
-    public var samples: Int { outbound.count }
+    public var samples: Int { outbound.exchanges }
 
     public init() {}
 

@@ -55,21 +55,26 @@ public struct ClockMapping: Sendable, Equatable {
     }
 }
 
-/// When to send the next request: dense at join so the estimate converges fast, then sparse.
+/// When to send the next request: dense at join so the estimate converges fast, then as sparse as the
+/// link allows. An exchange is ~100 bytes over UDP, so dense costs little; the envelope's error
+/// shrinks like the link's queueing / the exchanges in the window, so a noisy link needs many.
 public struct ClockExchangeSchedule: Sendable {
+    /// A link queueing less than this (median, `ClockEstimator.linkNoise`) is quiet: 64 exchanges a
+    /// window keep the envelope within a few µs.
+    public static let quietLinkNoise: Int64 = 100_000
+
     public init() {}
 
-    /// - 20 ms for the first 0.5 s: ~25 exchanges, enough that some missed the queueing, so the
-    ///   offset is good within a few hundred ms and a first drift fit exists from 0.25 s.
-    /// - 100 ms until 5 s: the drift error shrinks with the span the fit covers more than with the
-    ///   number of samples, so covering the span cheaply matters more than sampling densely.
-    /// - 1 s after: with the drift known to ~1 ppm a 1 s gap costs ~1 µs, and a steady listener costs
-    ///   the broadcaster one small message a second.
-    public func interval(sinceJoin nanoseconds: Int64) -> Int64 {
-        switch nanoseconds {
-        case ..<500_000_000: 20_000_000
-        case ..<5_000_000_000: 100_000_000
-        default: 1_000_000_000
-        }
+    /// - 10 ms for the first second: ~100 exchanges, so the offset is good within a few hundred ms and
+    ///   the drift fit starts from a span of 0.5 s.
+    /// - then 20 ms while the link is noisy (or not yet measured);
+    /// - on a quiet link, 100 ms until 5 s (the drift's span grows cheaply) and 1 s after: with the
+    ///   drift known to ~0.1 ppm a 1 s gap costs nothing, and a steady listener costs the broadcaster
+    ///   one small message a second.
+    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64? = nil) -> Int64 {
+        let ms: Int64 = 1_000_000, s: Int64 = 1_000_000_000
+        if nanoseconds < 1 * s { return 5 * ms }
+        guard let linkNoise, linkNoise <= Self.quietLinkNoise else { return nanoseconds < 15 * s ? 5 * ms : 20 * ms }
+        return nanoseconds < 5 * s ? 100 * ms : s
     }
 }

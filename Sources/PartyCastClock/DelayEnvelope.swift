@@ -1,12 +1,15 @@
 /// One direction's one-way measurements (local time, remote − local) of the exchanges in the window,
-/// sorted by time in a fixed-capacity ring, and the line below them that `ClockEstimator` reads the
-/// clock from.
+/// and the line below them that `ClockEstimator` reads the clock from.
 ///
 /// Queueing only adds delay, so every point lies on or above θ(t) + base delay, and the points that
 /// met no queueing trace that line from below: the lower envelope. Its estimate is the line under all
 /// points with the greatest value at their mean time (Moon, Skelly and Towsley's linear programme),
 /// which is the lower convex hull's edge spanning that time. Its error shrinks like jitter / n, where
 /// averages (least squares, medians) only reach jitter / √n and keep the bias of one-sided queueing.
+///
+/// Only the lowest point of each `binWidth` of time can be on the envelope (the line climbs less than
+/// a µs across a bin), so storage is a time-sorted ring of bins, each holding its lowest point: the
+/// window's length no longer depends on how often the listener exchanges.
 struct DelayEnvelope: Sendable {
     struct Point: Sendable {
         var time: Int64
@@ -24,54 +27,82 @@ struct DelayEnvelope: Sendable {
         func value(at time: Int64) -> Double { level + slope * Double(time &- reference) }
     }
 
+    static let binWidth: Int64 = 100_000_000
     /// Points that lie this far below the line the rest of the window draws are glitches (a bad
     /// timestamp, a path that is faster for a moment), not the link: the envelope ignores them.
     /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself.
     /// - `margin`: the least depth that counts (timestamping noise is a few µs).
     /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points,
-    ///   2 × median excess / count under uniform jitter.
+    ///   2 × median excess / exchanges under uniform jitter.
     static let glitchTime: Int64 = 1_000_000_000
     static let glitchMargin = 20_000.0
     static let glitchSpacings = 8.0
     /// Glitch hunts per fit: each removes a glitch and its burst.
     static let glitchRounds = 3
-    /// The median excess is taken over the newest points only, so it follows the link as it changes.
+    /// The median excess is taken over the newest exchanges only, so it follows the link as it changes.
     static let spreadPoints = 64
 
-    private var ring: [Point]
+    /// A bin's lowest point and how many exchanges fell in it.
+    private struct Bin: Sendable {
+        var point: Point
+        var exchanges: Int
+    }
+
+    private var ring: [Bin]
     private var start = 0
+    /// Bins in the ring.
     private(set) var count = 0
+    /// Exchanges in the ring's bins.
+    private(set) var exchanges = 0
+    /// The newest exchanges' points, in arrival order, for the spread.
+    private var recent: [Point]
+    private var recentCount = 0
     /// Scratch, sized once: the hull's vertices (positions), glitch marks, recent excesses.
     private var hull: [Int]
     private var glitch: [Bool]
     private var excesses: [Double]
 
     init(capacity: Int) {
-        ring = Array(repeating: Point(time: 0, value: 0), count: capacity)
+        ring = Array(repeating: Bin(point: Point(time: 0, value: 0), exchanges: 0), count: capacity)
+        recent = Array(repeating: Point(time: 0, value: 0), count: Self.spreadPoints)
         hull = Array(repeating: 0, count: capacity)
         glitch = Array(repeating: false, count: capacity)
         excesses = Array(repeating: 0, count: Self.spreadPoints)
     }
 
-    subscript(position: Int) -> Point { ring[(start + position) % ring.count] }
+    /// The lowest point of the bin at `position`, oldest first.
+    subscript(position: Int) -> Point { ring[(start + position) % ring.count].point }
 
     var span: Int64 { count < 2 ? 0 : self[count - 1].time - self[0].time }
 
-    /// Inserts in time order; replies that overtook others land a few places from the end, so the
-    /// shift is short. When full, the oldest point goes, or the new one if it is the oldest.
+    private static func bin(of time: Int64) -> Int64 { time >= 0 ? time / binWidth : (time + 1) / binWidth - 1 }
+
+    /// Files the point in its bin. Replies that overtook others land a bin or two from the end, so
+    /// the search is short. When full, the oldest bin goes, or the new point if its bin is the oldest.
     @discardableResult
     mutating func insert(_ point: Point) -> Bool {
-        if count == ring.count {
-            guard point.time > self[0].time else { return false }
-            removeOldest()
-        }
+        let bin = Self.bin(of: point.time)
         var position = count
-        while position > 0, self[position - 1].time > point.time {
-            ring[(start + position) % ring.count] = self[position - 1]
-            position -= 1
+        while position > 0, Self.bin(of: self[position - 1].time) > bin { position -= 1 }
+        if position > 0, Self.bin(of: self[position - 1].time) == bin {
+            let index = (start + position - 1) % ring.count
+            if point.value < ring[index].point.value { ring[index].point = point }
+            ring[index].exchanges += 1
+        } else {
+            if count == ring.count {
+                guard position > 0 else { return false }
+                removeOldest()
+                position -= 1
+            }
+            for moved in stride(from: count, to: position, by: -1) {
+                ring[(start + moved) % ring.count] = ring[(start + moved - 1) % ring.count]
+            }
+            ring[(start + position) % ring.count] = Bin(point: point, exchanges: 1)
+            count += 1
         }
-        ring[(start + position) % ring.count] = point
-        count += 1
+        exchanges += 1
+        recent[recentCount % recent.count] = point
+        recentCount += 1
         return true
     }
 
@@ -80,6 +111,7 @@ struct DelayEnvelope: Sendable {
     }
 
     private mutating func removeOldest() {
+        exchanges -= ring[start].exchanges
         start = (start + 1) % ring.count
         count -= 1
     }
@@ -95,7 +127,7 @@ struct DelayEnvelope: Sendable {
         let base = self[0].value
         var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
         let spread = medianExcess(above: line)
-        let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(count)
+        let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(exchanges)
         rounds: for _ in 0..<Self.glitchRounds {
             for vertex in supportVertices(of: line) {
                 let time = self[vertex].time
@@ -183,9 +215,11 @@ struct DelayEnvelope: Sendable {
     }
 
     private mutating func medianExcess(above line: Line) -> Double {
-        let newest = min(count, Self.spreadPoints)
-        for index in 0..<newest { excesses[index] = -depth(of: count - newest + index, below: line) }
-        excesses[0..<newest].sort()
-        return excesses[newest / 2]
+        let points = min(recentCount, recent.count)
+        for index in 0..<points {
+            excesses[index] = Double(recent[index].value &- line.base) - line.value(at: recent[index].time)
+        }
+        excesses[0..<points].sort()
+        return excesses[points / 2]
     }
 }
