@@ -55,15 +55,43 @@ public struct ClockEstimator: Sendable {
 
     private mutating func refit(at reference: Int64) {
         let fitDrift = min(outbound.span, inbound.span) >= Self.minimumDriftSpan
-        guard let (up, upSpread) = outbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift),
-              let (down, downSpread) = inbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift)
+        guard let upSpread = outbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift),
+              let downSpread = inbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift)
         else { return }
-        // θ = (A − B) / 2, halving the bases first: clocks ~2⁶² apart must not overflow.
-        let halfBases = (up.base >> 1) &- (down.base >> 1)
-        let rest = (up.level - down.level + Double(up.base & 1) - Double(down.base & 1)) / 2
-        let offset = halfBases &+ Int64(rest.rounded())
-        mapping = ClockMapping(localReference: reference, remoteReference: reference &+ offset, rate: 1 + (up.slope - down.slope) / 2)
+        let drift = fitDrift ? jointDrift() : 0
+        // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
+        // so that clocks ~2⁶² apart do not overflow.
+        let upLevel = outbound.level(slope: drift), downLevel = inbound.level(slope: -drift)
+        let halfBases = (outbound.fitBase >> 1) &- (inbound.fitBase >> 1)
+        let rest = (upLevel - downLevel + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2
+        mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
+                               rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
+    }
+
+    /// One slope for both envelopes (rising on A, falling on B): the one whose two lines are highest
+    /// at their points' mean times together, the two-sided form of the linear programme. Each
+    /// direction's lowest points constrain it, so it is as good as a fit of twice the points, where
+    /// averaging two separate slopes gains only √2. The objective is concave and piecewise linear,
+    /// so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
+    private func jointDrift() -> Double {
+        func objective(_ slope: Double) -> Double {
+            outbound.level(slope: slope) + slope * outbound.meanTime + inbound.level(slope: -slope) - slope * inbound.meanTime
+        }
+        var best = (slope: -Self.maximumDrift, value: objective(-Self.maximumDrift))
+        func consider(_ slope: Double) {
+            guard abs(slope) <= Self.maximumDrift else { return }
+            let value = objective(slope)
+            if value > best.value { best = (slope, value) }
+        }
+        consider(Self.maximumDrift)
+        for (envelope, sign) in [(outbound, 1.0), (inbound, -1.0)] where envelope.hullCount >= 2 {
+            for index in 1..<envelope.hullCount {
+                let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
+                consider(sign * (b.value - a.value) / (b.time - a.time))
+            }
+        }
+        return best.slope
     }
 
     /// A at t1 and B at t4, or nil for an exchange that can't be real.

@@ -118,10 +118,11 @@ struct DelayEnvelope: Sendable {
 
     // MARK: Fit
 
-    /// The envelope at `reference` with glitches set aside, and the median excess of the newest points
-    /// above it (how much the link queues). With `fitSlope` false the line is level: a slope from a
-    /// short span would be mostly jitter. Slopes are clamped to ±`maximumSlope`.
-    mutating func fit(at reference: Int64, fitSlope: Bool, maximumSlope: Double) -> (line: Line, spread: Double)? {
+    /// Sets glitches aside, judged by this direction's own envelope (with `fitSlope` false the line is
+    /// level: a slope from a short span would be mostly jitter; slopes are clamped to ±`maximumSlope`),
+    /// and leaves the hull of the rest for `vertex` and `level(slope:)`. Returns the median excess of
+    /// the newest points above the envelope: how much the link queues.
+    mutating func fit(at reference: Int64, fitSlope: Bool, maximumSlope: Double) -> Double? {
         guard count > 0 else { return nil }
         for position in 0..<count { glitch[position] = false }
         let base = self[0].value
@@ -143,7 +144,33 @@ struct DelayEnvelope: Sendable {
             }
             break
         }
-        return (line, spread)
+        // The last hull built may have been one without a neighbourhood: rebuild the one of record.
+        _ = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)
+        return spread
+    }
+
+    /// Vertices of the last fit's hull, oldest first: time from its reference, value from its base.
+    private(set) var hullCount = 0
+    /// The mean time of the points the last fit kept, from its reference.
+    private(set) var meanTime = 0.0
+    private var fitReference: Int64 = 0
+    /// What the values of the last fit are relative to.
+    private(set) var fitBase: Int64 = 0
+
+    func vertex(_ index: Int) -> (time: Double, value: Double) {
+        let point = self[hull[index]]
+        return (Double(point.time &- fitReference), Double(point.value &- fitBase))
+    }
+
+    /// The value at the reference of the highest line of this slope under the points the fit kept: the
+    /// lowest of them seen along the slope, which is always a hull vertex.
+    func level(slope: Double) -> Double {
+        var level = Double.infinity
+        for index in 0..<hullCount {
+            let (time, value) = vertex(index)
+            level = min(level, value - slope * time)
+        }
+        return level
     }
 
     private func depth(of position: Int, below line: Line) -> Double {
@@ -176,7 +203,6 @@ struct DelayEnvelope: Sendable {
         for position in 0..<count where included(position) {
             points += 1
             timeSum += Double(self[position].time &- reference)
-            guard fitSlope else { continue }
             // Andrew's monotone chain, lower half: each point pops the vertices it sees from below.
             let p = self[position]
             while hullCount > 0, self[hull[hullCount - 1]].time == p.time {
@@ -189,7 +215,8 @@ struct DelayEnvelope: Sendable {
             hullCount += 1
         }
         guard points > 0, excluded == nil || points >= 4 else { return nil }
-        let meanTime = reference &+ Int64((timeSum / Double(points)).rounded())
+        (self.hullCount, self.meanTime, fitReference, fitBase) = (hullCount, timeSum / Double(points), reference, base)
+        let meanTime = reference &+ Int64(self.meanTime.rounded())
 
         var slope = 0.0
         if fitSlope, hullCount >= 2 {
@@ -199,13 +226,8 @@ struct DelayEnvelope: Sendable {
             slope = Double(b.value &- a.value) / Double(b.time &- a.time)
         }
         slope = min(max(slope, -maximumSlope), maximumSlope)
-        // The highest line of that slope under the points: on the hull edge itself unless clamped.
-        var level = Double.infinity
-        for position in 0..<count where included(position) {
-            let p = self[position]
-            level = min(level, Double(p.value &- base) - slope * Double(p.time &- reference))
-        }
-        return Line(reference: reference, base: base, level: level, slope: slope)
+        // On the hull edge itself unless clamped.
+        return Line(reference: reference, base: base, level: level(slope: slope), slope: slope)
     }
 
     private func turnsLeft(_ a: Point, _ b: Point, _ c: Point) -> Bool {
