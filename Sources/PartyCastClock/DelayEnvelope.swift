@@ -36,7 +36,7 @@ struct DelayEnvelope: Sendable {
     ///   2 × median excess / exchanges under uniform jitter.
     static let glitchTime: Int64 = 1_000_000_000
     static let glitchMargin = 20_000.0
-    static let glitchSpacings = 8.0
+    static let glitchSpacings = 32.0
     /// Glitch hunts per fit: each removes a glitch and its burst.
     static let glitchRounds = 3
     /// The median excess is taken over the newest exchanges only, so it follows the link as it changes.
