@@ -30,7 +30,8 @@ struct DelayEnvelope: Sendable {
     static let binWidth: Int64 = 100_000_000
     /// Points that lie this far below the line the rest of the window draws are glitches (a bad
     /// timestamp, a path that is faster for a moment), not the link: the envelope ignores them.
-    /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself.
+    /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself;
+    ///   at most an eighth of the span, or early on the rest would be too few and too far to judge by.
     /// - `margin`: the least depth that counts (timestamping noise is a few µs).
     /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points,
     ///   2 × median excess / exchanges under uniform jitter.
@@ -131,11 +132,11 @@ struct DelayEnvelope: Sendable {
         let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(exchanges)
         rounds: for _ in 0..<Self.glitchRounds {
             for vertex in supportVertices(of: line) {
-                let time = self[vertex].time
+                let time = self[vertex].time, near = min(Self.glitchTime, span / 8)
                 guard let others = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope,
-                                           around: (time - Self.glitchTime)...(time + Self.glitchTime)),
+                                           around: (time - near)...(time + near)),
                       depth(of: vertex, below: others) > threshold else { continue }
-                for position in 0..<count where abs(self[position].time - time) <= Self.glitchTime
+                for position in 0..<count where abs(self[position].time - time) <= near
                     && depth(of: position, below: others) > threshold {
                     glitch[position] = true
                 }
