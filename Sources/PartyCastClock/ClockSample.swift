@@ -63,7 +63,7 @@ public struct ClockMapping: Sendable, Equatable {
 /// inversely proportional to the noise: the error stays about the same from join on, on any link.
 /// Measured with partycast-clock-sim (p99 of the mapping's error after 5 s, 16 seeds):
 /// - 0–20 ms jitter (noise ~10 ms): 5 ms until 16 s, 20 ms from 64 s: p99 45 µs. A flat 20 ms after the
-///   first second gives 226 µs, 5 ms until 15 s then 20 ms gives 74 µs.
+///   first second gives 210 µs, 5 ms until 15 s then 20 ms gives 74 µs.
 /// - 0–5 ms jitter (noise ~2.5 ms): 20 ms at 16 s, 80 ms from 64 s: p99 41 µs.
 /// - A quiet link (noise ~10–20 µs): 1 s from a few seconds on: p99 4 µs.
 public struct ClockExchangeSchedule: Sendable {

@@ -7,9 +7,10 @@
 /// which is the lower convex hull's edge spanning that time. Its error shrinks like jitter / n, where
 /// averages (least squares, medians) only reach jitter / √n and keep the bias of one-sided queueing.
 ///
-/// Only the lowest point of each `binWidth` of time can be on the envelope (the line climbs less than
-/// a µs across a bin), so storage is a time-sorted ring of bins, each holding its lowest point: the
-/// window's length no longer depends on how often the listener exchanges.
+/// Storage is a time-sorted ring of `binWidth` bins, each holding its lowest point, so the window's
+/// length does not depend on how often the listener exchanges. Another point of a bin could only
+/// matter if it lay within drift × `binWidth` (15 µs at 150 ppm) of the lowest, which jitter makes
+/// rare, and a quiet link exchanges once a second: one point a bin.
 struct DelayEnvelope: Sendable {
     struct Point: Sendable {
         var time: Int64
