@@ -69,6 +69,10 @@ let package = Package(
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
                           path: "Benchmarks/partycast-skew"),
+        // Benchmark tool: the clock estimator, old and new, over simulated links (jitter, loss, stalls, head-of-line).
+        .executableTarget(name: "partycast-clock-sim", dependencies: [
+            "PartyCastClock", "PartyCastSources", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], path: "Benchmarks/partycast-clock-sim"),
         .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
         // A man in the middle for the LAN tests of the party key handshake: captures a session's frames
         // and replays them to either side.

@@ -1,139 +1,108 @@
 /// Turns clock exchanges into a mapping from the local clock to the broadcaster's.
 ///
-/// A sample's offset is wrong by half the difference of its two one-way delays. Queueing only adds
-/// delay, so a sample's round trip above the best one in the window (its excess) bounds that error:
-/// |error| ≤ excess / 2. The estimator keeps the last `window` of samples in a fixed ring and fits,
-/// by least squares weighted with 1 / (noise² + (excess / 2)²) (each sample's error bound as its
-/// variance), offset = level + drift × time + asymmetry × excess. The asymmetry term soaks up the
-/// bias that one-sided queueing gives every jittered sample alike, which a filter on round trips
-/// alone only shrinks; the level, at excess 0, is what a sample without queueing would have seen.
+/// With θ(t) = remote − local = θ₀ + drift × t, an exchange measures each direction on its own:
+/// A = t2 − t1 = θ(t1) + outbound delay, B = t4 − t3 = −θ(t4) + inbound delay. Queueing only adds
+/// delay, and so does every timestamp error here (t1, t3 taken just before sending, t2, t4 on receipt),
+/// so the exchanges that met no queueing on a direction trace its lower envelope: θ + base delay for A,
+/// −θ + base delay for B. The estimator fits each envelope (`DelayEnvelope`) and takes half their
+/// difference: offset and drift, off only by half the difference of the base delays, which no
+/// exchange can see. Each direction's quiet moments count on their own, where a round trip's offset
+/// needs both at once; one-sided queueing (answers behind audio) lifts points off one envelope
+/// instead of biasing them all; and a stall or a retransmission only makes points late, never low.
+///
+/// Samples may come in any order (replies overtake each other); storage is fixed, a refit is O(n).
 public struct ClockEstimator: Sendable {
-    /// How far back samples count: long enough to average the drift over many exchanges, short
-    /// enough that a drift that wanders (temperature) still looks like a line.
+    /// How far back samples count: the drift's error shrinks with the span squared (more exchanges
+    /// over a longer lever), and a drift that wanders 0.1 ppm a minute bends a line this long by
+    /// under 1 µs.
     public static let window: Int64 = 64_000_000_000
-    /// The schedule yields ~130 samples per window; the cap only bites when a caller exchanges faster,
-    /// and then the window shortens instead of the storage growing.
-    public static let sampleCapacity = 256
+    /// Bins per direction (`DelayEnvelope.binWidth` each): the whole window, however often the
+    /// listener exchanges.
+    public static let sampleCapacity = Int(window / DelayEnvelope.binWidth) + 1
     /// A reply this late is not queueing but a broken peer or a suspended host.
     public static let maximumRoundTrip: Int64 = 1_000_000_000
 
-    /// Timestamping noise (ns) that even a sample without queueing has: below this excess, samples
-    /// count about the same.
-    static let timestampNoise = 5_000.0
-    /// Below this span a slope would be mostly noise; the fit assumes rate 1 until then.
-    static let minimumDriftSpan: Int64 = 250_000_000
+    /// Below this span a slope would be mostly jitter; the fit assumes rate 1 until then.
+    static let minimumDriftSpan: Int64 = 500_000_000
     /// Crystals are good to ~±100 ppm each, so anything steeper is noise from a short, jittery span.
     static let maximumDrift = 500e-6
 
-    /// Accepted samples in order of their local midpoints: a fixed-size ring, `samples` of them from `oldest` on.
-    private var ring = [Point](repeating: Point(local: 0, offset: 0, roundTrip: 0), count: sampleCapacity)
-    private var oldest = 0
-    /// Samples currently in the window.
-    public private(set) var samples = 0
+    private var outbound = DelayEnvelope(capacity: sampleCapacity)
+    private var inbound = DelayEnvelope(capacity: sampleCapacity)
 
     public private(set) var mapping: ClockMapping?
-    /// The lowest round trip in the window: the offset of that sample is off by at most half of it,
-    /// so it bounds how wrong the mapping can be near that sample, whatever the jitter.
-    public private(set) var bestRoundTrip: Int64?
+    /// How much the link queues: the median delay above the envelope of the newest exchanges, in
+    /// the noisier direction (ns). What `ClockExchangeSchedule` sets its pace by.
+    public private(set) var linkNoise: Int64?
+
+    /// Exchanges in the window.
+    public var samples: Int { outbound.exchanges }
 
     public init() {}
 
-    /// Takes one exchange and refits. Ignores samples that can't be real: time running backwards,
-    /// a round trip that is negative or beyond `maximumRoundTrip`, or a midpoint earlier than the last
-    /// sample's (one exchange at a time over TCP can't produce that).
+    /// Takes one exchange and refits. Ignores samples that can't be real (time running backwards, a
+    /// round trip that is negative or beyond `maximumRoundTrip`) and those older than the window.
     public mutating func add(_ sample: ClockSample) {
-        guard let point = Point(sample) else { return }
-        if let newest = newestPoint, point.local < newest.local { return }
-        append(point)
-        while point.local - self[0].local > Self.window { removeOldest() }
-        refit()
+        guard let (up, down) = Self.measurements(sample) else { return }
+        let newest = inbound.count == 0 ? down.time : max(inbound[inbound.count - 1].time, down.time)
+        let oldest = newest - Self.window
+        guard up.time >= oldest, outbound.insert(up) else { return }
+        inbound.insert(down)
+        outbound.removeOlder(than: oldest)
+        inbound.removeOlder(than: oldest)
+        refit(at: newest)
     }
 
-    // MARK: Ring
-
-    private var newestPoint: Point? { samples == 0 ? nil : self[samples - 1] }
-
-    private subscript(index: Int) -> Point { ring[(oldest + index) % ring.count] }
-
-    private mutating func append(_ point: Point) {
-        if samples == ring.count { removeOldest() }
-        ring[(oldest + samples) % ring.count] = point
-        samples += 1
+    private mutating func refit(at reference: Int64) {
+        let fitDrift = min(outbound.span, inbound.span) >= Self.minimumDriftSpan
+        guard let upSpread = outbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift),
+              let downSpread = inbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift)
+        else { return }
+        let drift = fitDrift ? jointDrift() : 0
+        // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
+        // so that clocks ~2⁶² apart do not overflow.
+        let upLevel = outbound.level(slope: drift), downLevel = inbound.level(slope: -drift)
+        let halfBases = (outbound.fitBase >> 1) &- (inbound.fitBase >> 1)
+        let rest = (upLevel - downLevel + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2
+        mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
+                               rate: 1 + drift)
+        linkNoise = Int64(max(upSpread, downSpread).rounded())
     }
 
-    private mutating func removeOldest() {
-        oldest = (oldest + 1) % ring.count
-        samples -= 1
-    }
-
-    // MARK: Fit
-
-    private mutating func refit() {
-        guard let newest = newestPoint else { return }
-        let points = (0..<samples).map { self[$0] }
-        let best = points.min { $0.roundTrip < $1.roundTrip }!
-        bestRoundTrip = best.roundTrip
-
-        // Relative to the newest point and the best sample, so Doubles hold only small numbers.
-        let times = points.map { Double($0.local - newest.local) }
-        let excesses = points.map { Double($0.roundTrip - best.roundTrip) }
-        let offsets = points.map { Double($0.offset &- best.offset) }
-        let weights = excesses.map { 1 / (Self.timestampNoise * Self.timestampNoise + $0 * $0 / 4) }
-
-        let totalWeight = weights.reduce(0, +)
-        func weightedMean(_ values: [Double]) -> Double { zip(weights, values).map(*).reduce(0, +) / totalWeight }
-        let meanTime = weightedMean(times), meanExcess = weightedMean(excesses), meanOffset = weightedMean(offsets)
-        var stt = 0.0, ste = 0.0, see = 0.0, sto = 0.0, seo = 0.0
-        for i in points.indices {
-            let t = times[i] - meanTime, e = excesses[i] - meanExcess, o = offsets[i] - meanOffset
-            stt += weights[i] * t * t
-            ste += weights[i] * t * e
-            see += weights[i] * e * e
-            sto += weights[i] * t * o
-            seo += weights[i] * e * o
+    /// One slope for both envelopes (rising on A, falling on B): the one whose two lines are highest
+    /// at their points' mean times together, the two-sided form of the linear programme. Each
+    /// direction's lowest points constrain it, so it is as good as a fit of twice the points, where
+    /// averaging two separate slopes gains only √2. The objective is concave and piecewise linear,
+    /// so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
+    private func jointDrift() -> Double {
+        func objective(_ slope: Double) -> Double {
+            outbound.level(slope: slope) + slope * outbound.meanTime + inbound.level(slope: -slope) - slope * inbound.meanTime
         }
-
-        let fitDrift = newest.local - self[0].local >= Self.minimumDriftSpan
-        let determinant = stt * see - ste * ste
-        var slope = 0.0, asymmetry = 0.0
-        if fitDrift, determinant > 1e-9 * stt * see {
-            slope = (sto * see - seo * ste) / determinant
-            asymmetry = (stt * seo - ste * sto) / determinant
-        } else if fitDrift, stt > 0 {
-            slope = sto / stt  // every sample equally queued: nothing to learn about asymmetry
-        } else if see > 0 {
-            asymmetry = seo / see
+        var best = (slope: -Self.maximumDrift, value: objective(-Self.maximumDrift))
+        func consider(_ slope: Double) {
+            guard abs(slope) <= Self.maximumDrift else { return }
+            let value = objective(slope)
+            if value > best.value { best = (slope, value) }
         }
-        // All of the excess on one side moves the offset by half of it, no more.
-        if abs(asymmetry) > 0.5 {
-            asymmetry = asymmetry > 0 ? 0.5 : -0.5
-            if fitDrift, stt > 0 { slope = (sto - asymmetry * ste) / stt }
+        consider(Self.maximumDrift)
+        for (envelope, sign) in [(outbound, 1.0), (inbound, -1.0)] where envelope.hullCount >= 2 {
+            for index in 1..<envelope.hullCount {
+                let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
+                consider(sign * (b.value - a.value) / (b.time - a.time))
+            }
         }
-        slope = min(max(slope, -Self.maximumDrift), Self.maximumDrift)
-
-        // The line's offset at the newest point and excess 0, which becomes the mapping's reference.
-        let level = meanOffset - asymmetry * meanExcess - slope * meanTime
-        let offsetAtNewest = best.offset &+ Int64(level.rounded())
-        mapping = ClockMapping(localReference: newest.local, remoteReference: newest.local &+ offsetAtNewest, rate: 1 + slope)
+        return best.slope
     }
-}
 
-/// What the fit needs of a sample: the local midpoint of the exchange, its offset and round trip.
-private struct Point: Sendable {
-    var local: Int64
-    var offset: Int64
-    var roundTrip: Int64
-}
-
-extension Point {
-    init?(_ sample: ClockSample) {
+    /// A at t1 and B at t4, or nil for an exchange that can't be real.
+    private static func measurements(_ sample: ClockSample) -> (DelayEnvelope.Point, DelayEnvelope.Point)? {
         let (localElapsed, localOverflow) = sample.t4.subtractingReportingOverflow(sample.t1)
         let (remoteElapsed, remoteOverflow) = sample.t3.subtractingReportingOverflow(sample.t2)
-        guard !localOverflow, !remoteOverflow, remoteElapsed >= 0,
-              localElapsed >= remoteElapsed, localElapsed - remoteElapsed <= ClockEstimator.maximumRoundTrip
+        let (up, upOverflow) = sample.t2.subtractingReportingOverflow(sample.t1)
+        let (down, downOverflow) = sample.t4.subtractingReportingOverflow(sample.t3)
+        guard !localOverflow, !remoteOverflow, !upOverflow, !downOverflow, remoteElapsed >= 0,
+              localElapsed >= remoteElapsed, localElapsed - remoteElapsed <= maximumRoundTrip
         else { return nil }
-        local = sample.t1 + localElapsed / 2
-        offset = sample.offset
-        roundTrip = localElapsed - remoteElapsed
+        return (DelayEnvelope.Point(time: sample.t1, value: up), DelayEnvelope.Point(time: sample.t4, value: down))
     }
 }

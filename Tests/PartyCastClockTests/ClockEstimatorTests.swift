@@ -42,6 +42,8 @@ struct SimulatedBroadcaster {
 protocol RemoteClockPredictor {
     mutating func add(_ sample: ClockSample)
     func remote(fromLocal local: Int64) -> Int64?
+    /// What paces the exchanges.
+    var linkNoise: Int64? { get }
 }
 
 extension ClockEstimator: RemoteClockPredictor {
@@ -51,6 +53,7 @@ extension ClockEstimator: RemoteClockPredictor {
 /// The obvious estimator: median offset of the last 16 samples, rate 1.
 struct MedianOffsetEstimator: RemoteClockPredictor {
     var offsets: [Int64] = []
+    var linkNoise: Int64? { nil }
     mutating func add(_ sample: ClockSample) {
         offsets.append(sample.offset)
         if offsets.count > 16 { offsets.removeFirst() }
@@ -80,16 +83,18 @@ struct Run {
     }
 }
 
+let microsecond: Int64 = 1_000
 let millisecond: Int64 = 1_000_000
 let second: Int64 = 1_000_000_000
 /// A listener that has been up ~1.4 days when it joins.
 let joinTime: Int64 = 123_456_789_012_345
 
-/// Exchanges on ClockExchangeSchedule from `joinTime` for `duration`, probing the prediction every
-/// 5 ms against the broadcaster's true clock; a probe sees only samples complete by then.
+/// Exchanges on ClockExchangeSchedule (paced by the predictor's link noise) from `joinTime` for
+/// `duration`, added in the order sent, probing the prediction every 5 ms against the broadcaster's true clock;
+/// a probe sees only samples complete by then.
 func simulate<Predictor: RemoteClockPredictor>(
     _ predictor: inout Predictor, _ broadcaster: inout SimulatedBroadcaster, duration: Int64,
-    schedule: (Int64) -> Int64 = ClockExchangeSchedule().interval(sinceJoin:)
+    schedule: ((Int64) -> Int64)? = nil
 ) -> Run {
     var run = Run()
     var nextProbe = joinTime
@@ -106,7 +111,8 @@ func simulate<Predictor: RemoteClockPredictor>(
         if let estimator = predictor as? ClockEstimator, let mapping = estimator.mapping {
             run.drifts.append((sample.t4 - joinTime, mapping.driftPPM))
         }
-        nextSend += schedule(nextSend - joinTime)
+        nextSend += schedule?(nextSend - joinTime)
+            ?? ClockExchangeSchedule().interval(sinceJoin: nextSend - joinTime, linkNoise: predictor.linkNoise)
     }
     return run
 }
@@ -185,14 +191,14 @@ final class ClockEstimatorTests: XCTestCase {
             ClockSample(t1: now, t2: remoteNow + 10_000, t3: remoteNow, t4: now + 100_000),  // t3 < t2
             ClockSample(t1: now, t2: remoteNow, t3: remoteNow + 200_000, t4: now + 100_000),  // negative round trip
             ClockSample(t1: .min, t2: .max, t3: .max, t4: .max),  // overflows
-            ClockSample(t1: now - 30 * second, t2: remoteNow, t3: remoteNow, t4: now - 30 * second + 100_000),  // earlier than the last
+            ClockSample(t1: now - 70 * second, t2: remoteNow, t3: remoteNow, t4: now - 70 * second + 100_000),  // older than the window
         ]
         for sample in impossible { estimator.add(sample) }
         XCTAssertEqual(estimator.mapping, before)
         XCTAssertEqual(estimator.samples, count)
 
         // A real but very late reply, all of its 40 ms on the way back: its offset is 20 ms off.
-        // It counts as a sample, but its weight is nil.
+        // It counts as a sample, but lies far above the inbound envelope, which it leaves alone.
         let late = ClockSample(t1: now, t2: broadcaster.remote(atLocal: now + 40_000),
                                t3: broadcaster.remote(atLocal: now + 50_000), t4: now + 40 * millisecond)
         estimator.add(late)
@@ -203,36 +209,45 @@ final class ClockEstimatorTests: XCTestCase {
         }
     }
 
-    func testSampleStorageStaysBoundedForTenMinutes() {
+    /// The storage is a fixed ring of the window's bins whatever the exchange rate (it used to be 256
+    /// samples, and a fast caller shortened the window): ten minutes on the schedule, then 80 s at a
+    /// request every 5 ms, keep the window at `window` and the mapping accurate.
+    func testWindowStaysBoundedForTenMinutes() {
         var broadcaster = scenarios[0].broadcaster(seed: 3)
         var estimator = ClockEstimator()
         let scheduled = simulate(&estimator, &broadcaster, duration: 600 * second)
-        // One exchange a second: the window holds ~64 s of them.
-        XCTAssertLessThanOrEqual(estimator.samples, Int(ClockEstimator.window / second) + 1)
         XCTAssertLessThanOrEqual(scheduled.maximumError(from: 2 * second), bound)
 
-        // A caller exchanging every 10 ms fills the ring in 2.56 s; it must stop there and stay accurate.
         broadcaster = scenarios[0].broadcaster(seed: 4)
         estimator = ClockEstimator()
-        let hammered = simulate(&estimator, &broadcaster, duration: 120 * second) { _ in 10 * millisecond }
-        XCTAssertEqual(estimator.samples, ClockEstimator.sampleCapacity)
+        let hammered = simulate(&estimator, &broadcaster, duration: 80 * second) { _ in 5 * millisecond }
+        let perWindow = Int(ClockEstimator.window / (5 * millisecond))
+        XCTAssertGreaterThan(estimator.samples, perWindow * 99 / 100)
+        XCTAssertLessThanOrEqual(estimator.samples, perWindow * 101 / 100)
         XCTAssertLessThanOrEqual(hammered.maximumError(from: 2 * second), bound)
     }
 
-    func testScheduleIsDenseAtJoinThenSparse() {
+    /// Dense at join, then an interval that grows with the span covered and shrinks with the noise.
+    func testScheduleIsDenseAtJoinThenFollowsTheNoise() {
         let schedule = ClockExchangeSchedule()
-        XCTAssertEqual(schedule.interval(sinceJoin: 0), 20 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 2 * second), 100 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second), second)
-        var sinceJoin: Int64 = 0, exchanges = 0, previous: Int64 = 0
-        while sinceJoin < 2 * second {
-            let interval = schedule.interval(sinceJoin: sinceJoin)
-            XCTAssertGreaterThanOrEqual(interval, previous)
-            previous = interval
-            sinceJoin += interval
-            exchanges += 1
+        let quiet: Int64 = 15_000, noisy: Int64 = 10 * millisecond
+        for noise in [nil, quiet, noisy] {
+            XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: noise), 5 * millisecond)
+            XCTAssertEqual(schedule.interval(sinceJoin: 900 * millisecond, linkNoise: noise), 5 * millisecond)
         }
-        XCTAssertGreaterThanOrEqual(exchanges, 40)
+        XCTAssertEqual(schedule.interval(sinceJoin: 2 * second, linkNoise: nil), 20 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet), second)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy), 5 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 600 * second, linkNoise: noisy), 20 * millisecond)
+        for noise in [quiet, 500_000, 2_500_000, noisy, 50 * millisecond] {
+            var previous: Int64 = 0
+            for sinceJoin in stride(from: Int64(0), through: 100 * second, by: Int(second / 2)) {
+                let interval = schedule.interval(sinceJoin: sinceJoin, linkNoise: noise)
+                XCTAssertGreaterThanOrEqual(interval, previous)
+                XCTAssertGreaterThanOrEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise / 2), interval)
+                previous = interval
+            }
+        }
     }
 
     func testSampleArithmeticAndMappingKeepNanosecondsWithClocksFarApart() {

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Dispatch
+import PartyCastClock
+
+/// Replays simulated links through the clock estimators, old and new, and prints how far each
+/// mapping is from the true remote clock after the first 5 s.
+@main
+struct ClockSim: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "partycast-clock-sim",
+        abstract: "Clock estimator error (old vs new) over simulated link conditions, as a Markdown table.")
+
+    @Option(help: "Seeds per trace (runs 1...n).") var seeds = 5
+    @Option(help: "Seconds per run.") var duration = 60
+    @Option(help: "Only the traces whose name contains this.") var trace: String?
+
+    func run() {
+        print("| trace | estimator | schedule | exchanges/s | median µs | p99 µs | max µs | drift p99 ppm |")
+        print("|---|---|---|---|---|---|---|---|")
+        for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
+            for schedule in Schedule.allCases {
+                // Seeds run in parallel; each is its own deterministic world.
+                nonisolated(unsafe) let results = UnsafeMutableBufferPointer<(new: Errors, baseline: Errors)>.allocate(capacity: seeds)
+                DispatchQueue.concurrentPerform(iterations: seeds) { index in
+                    (results.baseAddress! + index).initialize(to: simulate(trace, schedule, seed: UInt64(index + 1), duration: Int64(duration) * second))
+                }
+                var new = Errors(), baseline = Errors()
+                for result in results {
+                    new.merge(result.new)
+                    baseline.merge(result.baseline)
+                }
+                results.deinitialize().deallocate()
+                for (name, errors) in [("baseline (before #11)", baseline), ("envelope (#11)", new)] {
+                    print("| \(trace.name) | \(name) | \(schedule.rawValue) | \(format(Double(errors.exchanges) / errors.seconds)) | "
+                        + "\(format(quantile(errors.offsets, 0.5))) | \(format(quantile(errors.offsets, 0.99))) | "
+                        + "\(format(errors.offsets.max() ?? .nan)) | \(format(quantile(errors.drifts, 0.99))) |")
+                }
+            }
+        }
+    }
+
+    private func quantile(_ values: [Double], _ q: Double) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
+    }
+
+    private func format(_ value: Double) -> String {
+        value.isNaN ? "–" : value >= 100 ? String(Int(value.rounded())) : String(Double(Int((value * 10).rounded())) / 10)
+    }
+}

@@ -1,0 +1,116 @@
+import PartyCastSources
+
+let microsecond: Int64 = 1_000
+let millisecond: Int64 = 1_000_000
+let second: Int64 = 1_000_000_000
+
+/// One direction of the link between listener and broadcaster: when a packet that left at a given
+/// (true) time arrives, or nil when it is lost. Times run from 0 at join.
+struct Path: Sendable {
+    /// Wire and stack time every packet takes.
+    var base: Int64 = 150 * microsecond
+    /// Every packet's delay gains up to this much on top of `base`: timestamping noise.
+    var noise: Int64 = 20 * microsecond
+    /// Per-packet hold, uniform from 0 (independent for every packet: UDP through a jittery relay).
+    var jitter: Int64 = 0
+    var loss = 0.0
+    /// A stall of `stallLength` every `stallPeriod` from 3 s on: whatever would arrive during it
+    /// arrives at its end.
+    var stallPeriod: Int64?
+    var stallLength: Int64 = 250 * millisecond
+    /// Delivery in order (a TCP connection): nothing overtakes what was sent before it.
+    var inOrder = false
+    /// Times when the connection is busy with something else: a packet that would arrive inside one
+    /// waits for its end. Sorted, not overlapping.
+    var busy: [Range<Int64>] = []
+
+    var lastArrival: Int64 = .min
+
+    mutating func arrival(sentAt time: Int64, random: inout SplitMix64) -> Int64? {
+        if loss > 0, Double.random(in: 0..<1, using: &random) < loss { return nil }
+        var arrival = time + base + Int64.random(in: 0...noise, using: &random)
+        if jitter > 0 { arrival += Int64.random(in: 0...jitter, using: &random) }
+        if let period = stallPeriod, arrival >= 3 * second, (arrival - 3 * second) % period < stallLength {
+            arrival += stallLength - (arrival - 3 * second) % period
+        }
+        if let interval = busyInterval(containing: arrival) { arrival = interval.upperBound }
+        if inOrder { arrival = max(arrival, lastArrival) }
+        lastArrival = arrival
+        return arrival
+    }
+
+    private func busyInterval(containing time: Int64) -> Range<Int64>? {
+        var low = 0, high = busy.count
+        while low < high {
+            let middle = (low + high) / 2
+            if busy[middle].upperBound <= time { low = middle + 1 } else { high = middle }
+        }
+        return low < busy.count && busy[low].contains(time) ? busy[low] : nil
+    }
+
+    /// A TCP connection carrying audio too, as the listener's connection did before the UDP clock
+    /// channel: the broadcaster writes a burst of audio every 20–60 ms that takes 1–10 ms to drain,
+    /// and 1 % of bursts lose a segment, which holds everything behind it for a 200 ms retransmission.
+    static func sharedWithAudio(until end: Int64, random: inout SplitMix64) -> Path {
+        var busy: [Range<Int64>] = []
+        var start: Int64 = 0
+        while start < end {
+            let drain = Double.random(in: 0..<1, using: &random) < 0.01
+                ? 200 * millisecond : Int64.random(in: 1 * millisecond...10 * millisecond, using: &random)
+            busy.append(start..<start + drain)
+            start += max(drain, Int64.random(in: 20 * millisecond...60 * millisecond, using: &random))
+        }
+        return Path(inOrder: true, busy: busy)
+    }
+}
+
+/// A link condition: how each direction behaves.
+struct Trace: Sendable {
+    var name: String
+    /// Listener → broadcaster, and back (given the duration and a generator for what it precomputes).
+    var outbound: @Sendable (Int64, inout SplitMix64) -> Path
+    var inbound: @Sendable (Int64, inout SplitMix64) -> Path
+
+    static func symmetric(_ name: String, _ path: Path) -> Trace {
+        Trace(name: name, outbound: { _, _ in path }, inbound: { _, _ in path })
+    }
+
+    static let all: [Trace] = [
+        .symmetric("quiet (150 µs + 0–20 µs)", Path()),
+        .symmetric("0–5 ms jitter", Path(jitter: 5 * millisecond)),
+        .symmetric("0–20 ms jitter", Path(jitter: 20 * millisecond)),
+        .symmetric("0–5 ms jitter, 1 % loss", Path(jitter: 5 * millisecond, loss: 0.01)),
+        .symmetric("250 ms stall / 8 s", Path(stallPeriod: 8 * second)),
+        Trace(name: "TCP shared with audio (head-of-line, 200 ms retransmissions)",
+              outbound: { _, _ in Path(inOrder: true) },
+              inbound: { end, random in Path.sharedWithAudio(until: end, random: &random) }),
+        Trace(name: "asymmetric: 0–20 ms down only", outbound: { _, _ in Path() },
+              inbound: { _, _ in Path(jitter: 20 * millisecond) }),
+        .symmetric("judged: 0–20 ms, 1 % loss, 250 ms stall / 8 s",
+                   Path(jitter: 20 * millisecond, loss: 0.01, stallPeriod: 8 * second)),
+    ]
+}
+
+/// The broadcaster's clock seen from the listener's: an offset, a drift, and a drift that wanders
+/// (temperature) at a steady rate.
+struct RemoteClock {
+    var offset: Int64
+    var driftPPM: Double
+    var wanderPPMPerMinute: Double
+
+    init(random: inout SplitMix64) {
+        offset = Int64.random(in: -10 * second...10 * second, using: &random)
+        driftPPM = Double.random(in: -150...150, using: &random)
+        wanderPPMPerMinute = Bool.random(using: &random) ? 0.1 : -0.1
+    }
+
+    /// Remote time at local time `local`, both from join (the listener's local clock is the truth).
+    func remote(atLocal local: Int64) -> Int64 {
+        let t = Double(local)
+        return local + offset + Int64((driftPPM * 1e-6 * t + 0.5 * wanderPerNanosecond * t * t).rounded())
+    }
+
+    func driftPPM(atLocal local: Int64) -> Double { driftPPM + wanderPerNanosecond * Double(local) * 1e6 }
+
+    private var wanderPerNanosecond: Double { wanderPPMPerMinute * 1e-6 / 60e9 }
+}

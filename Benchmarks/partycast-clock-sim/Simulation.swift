@@ -1,0 +1,103 @@
+import PartyCastClock
+import PartyCastSources
+
+/// What the simulation drives: the estimator of issue 11 and the baseline.
+protocol Estimator {
+    init()
+    mutating func add(_ sample: ClockSample)
+    var mapping: ClockMapping? { get }
+}
+
+extension ClockEstimator: Estimator {}
+extension BaselineEstimator: Estimator {}
+
+/// When the next request goes.
+enum Schedule: String, CaseIterable {
+    /// ClockExchangeSchedule as it was before issue 11: 20 ms for 0.5 s, 100 ms until 5 s, then 1 s.
+    case fixed
+    /// ClockExchangeSchedule now, paced by the new estimator's `linkNoise`.
+    case adaptive
+
+    func interval(sinceJoin: Int64, linkNoise: Int64?) -> Int64 {
+        switch self {
+        case .fixed: sinceJoin < 500 * millisecond ? 20 * millisecond : sinceJoin < 5 * second ? 100 * millisecond : second
+        case .adaptive: ClockExchangeSchedule().interval(sinceJoin: sinceJoin, linkNoise: linkNoise)
+        }
+    }
+}
+
+/// Errors of one estimator over a run, from `judgedFrom` on.
+struct Errors {
+    var offsets: [Double] = []  // |estimated − true remote|, µs
+    var drifts: [Double] = []   // |estimated − true drift|, ppm
+    var exchanges = 0
+    var seconds = 0.0
+
+    mutating func merge(_ other: Errors) {
+        offsets += other.offsets
+        drifts += other.drifts
+        exchanges += other.exchanges
+        seconds += other.seconds
+    }
+}
+
+/// The listener joins at a local time ~1.4 days after boot, so the arithmetic sees real magnitudes.
+let joinTime: Int64 = 123_456_789_012_345
+let judgedFrom: Int64 = 5 * second
+let probeInterval: Int64 = 10 * millisecond
+
+/// One run: requests on the schedule (pipelined: a request goes when due, whatever is in flight),
+/// answers delivered to both estimators in the order they arrive, and the mappings probed every
+/// 10 ms against the true clock, each probe seeing only the answers arrived by then.
+func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int64) -> (new: Errors, baseline: Errors) {
+    var random = SplitMix64(seed: seed)
+    let clock = RemoteClock(random: &random)
+    var outbound = trace.outbound(duration + second, &random)
+    var inbound = trace.inbound(duration + second, &random)
+    var estimator = ClockEstimator(), baseline = BaselineEstimator()
+    var errors = (new: Errors(), baseline: Errors())
+    var inFlight: [(arrival: Int64, sample: ClockSample)] = []
+    var nextSend: Int64 = 0, nextProbe: Int64 = 0
+
+    while nextProbe <= duration {
+        let nextArrival = inFlight.min { $0.arrival < $1.arrival }?.arrival ?? .max
+        if nextArrival <= min(nextSend, nextProbe) {
+            let index = inFlight.firstIndex { $0.arrival == nextArrival }!
+            let sample = inFlight.remove(at: index).sample
+            estimator.add(sample)
+            baseline.add(sample)
+        } else if nextSend <= nextProbe {
+            if nextSend >= judgedFrom { errors.new.exchanges += 1 }
+            if let received = outbound.arrival(sentAt: nextSend, random: &random) {
+                let replied = received + Int64.random(in: 5 * microsecond...30 * microsecond, using: &random)
+                if let arrival = inbound.arrival(sentAt: replied, random: &random) {
+                    let sample = ClockSample(t1: joinTime + nextSend, t2: joinTime + clock.remote(atLocal: received),
+                                             t3: joinTime + clock.remote(atLocal: replied), t4: joinTime + arrival)
+                    inFlight.append((arrival, sample))
+                }
+            }
+            nextSend += schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise)
+        } else {
+            if nextProbe >= judgedFrom {
+                let truth = joinTime + clock.remote(atLocal: nextProbe)
+                for (mapping, index) in [(estimator.mapping, 0), (baseline.mapping, 1)] {
+                    guard let mapping else { continue }
+                    let offset = abs(Double(mapping.remote(fromLocal: joinTime + nextProbe) - truth)) / 1e3
+                    let drift = abs(mapping.driftPPM - clock.driftPPM(atLocal: nextProbe))
+                    if index == 0 {
+                        errors.new.offsets.append(offset)
+                        errors.new.drifts.append(drift)
+                    } else {
+                        errors.baseline.offsets.append(offset)
+                        errors.baseline.drifts.append(drift)
+                    }
+                }
+            }
+            nextProbe += probeInterval
+        }
+    }
+    errors.new.seconds = Double(duration - judgedFrom) / 1e9
+    errors.baseline.exchanges = errors.new.exchanges
+    errors.baseline.seconds = errors.new.seconds
+    return errors
+}

@@ -1,0 +1,249 @@
+/// One direction's one-way measurements (local time, remote − local) of the exchanges in the window,
+/// and the line below them that `ClockEstimator` reads the clock from.
+///
+/// Queueing only adds delay, so every point lies on or above θ(t) + base delay, and the points that
+/// met no queueing trace that line from below: the lower envelope. Its estimate is the line under all
+/// points with the greatest value at their mean time (Moon, Skelly and Towsley's linear programme),
+/// which is the lower convex hull's edge spanning that time. Its error shrinks like jitter / n, where
+/// averages (least squares, medians) only reach jitter / √n and keep the bias of one-sided queueing.
+///
+/// Storage is a time-sorted ring of `binWidth` bins, each holding its lowest point, so the window's
+/// length does not depend on how often the listener exchanges. Another point of a bin could only
+/// matter if it lay within drift × `binWidth` (15 µs at 150 ppm) of the lowest, which jitter makes
+/// rare, and a quiet link exchanges once a second: one point a bin.
+struct DelayEnvelope: Sendable {
+    struct Point: Sendable {
+        var time: Int64
+        var value: Int64
+    }
+
+    /// A line under the points: `base + level` at `reference`, rising by `slope` per nanosecond.
+    struct Line: Sendable {
+        var reference: Int64
+        var base: Int64
+        var level: Double
+        var slope: Double
+
+        /// Relative to `base`.
+        func value(at time: Int64) -> Double { level + slope * Double(time &- reference) }
+    }
+
+    static let binWidth: Int64 = 100_000_000
+    /// Points that lie this far below the line the rest of the window draws are glitches (a bad
+    /// timestamp, a path that is faster for a moment), not the link: the envelope ignores them.
+    /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself;
+    ///   at most an eighth of the span, or early on the rest would be too few and too far to judge by.
+    /// - `margin`: the least depth that counts (timestamping noise is a few µs).
+    /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points,
+    ///   2 × median excess / exchanges under uniform jitter.
+    static let glitchTime: Int64 = 1_000_000_000
+    static let glitchMargin = 20_000.0
+    static let glitchSpacings = 32.0
+    /// Glitch hunts per fit: each removes a glitch and its burst.
+    static let glitchRounds = 3
+    /// The median excess is taken over the newest exchanges only, so it follows the link as it changes.
+    static let spreadPoints = 64
+
+    /// A bin's lowest point and how many exchanges fell in it.
+    private struct Bin: Sendable {
+        var point: Point
+        var exchanges: Int
+    }
+
+    private var ring: [Bin]
+    private var start = 0
+    /// Bins in the ring.
+    private(set) var count = 0
+    /// Exchanges in the ring's bins.
+    private(set) var exchanges = 0
+    /// The newest exchanges' points, in arrival order, for the spread.
+    private var recent: [Point]
+    private var recentCount = 0
+    /// Scratch, sized once: the hull's vertices (positions), glitch marks, recent excesses.
+    private var hull: [Int]
+    private var glitch: [Bool]
+    private var excesses: [Double]
+
+    init(capacity: Int) {
+        ring = Array(repeating: Bin(point: Point(time: 0, value: 0), exchanges: 0), count: capacity)
+        recent = Array(repeating: Point(time: 0, value: 0), count: Self.spreadPoints)
+        hull = Array(repeating: 0, count: capacity)
+        glitch = Array(repeating: false, count: capacity)
+        excesses = Array(repeating: 0, count: Self.spreadPoints)
+    }
+
+    /// The lowest point of the bin at `position`, oldest first.
+    subscript(position: Int) -> Point { ring[(start + position) % ring.count].point }
+
+    var span: Int64 { count < 2 ? 0 : self[count - 1].time - self[0].time }
+
+    private static func bin(of time: Int64) -> Int64 { time >= 0 ? time / binWidth : (time + 1) / binWidth - 1 }
+
+    /// Files the point in its bin. Replies that overtook others land a bin or two from the end, so
+    /// the search is short. When full, the oldest bin goes, or the new point if its bin is the oldest.
+    @discardableResult
+    mutating func insert(_ point: Point) -> Bool {
+        let bin = Self.bin(of: point.time)
+        var position = count
+        while position > 0, Self.bin(of: self[position - 1].time) > bin { position -= 1 }
+        if position > 0, Self.bin(of: self[position - 1].time) == bin {
+            let index = (start + position - 1) % ring.count
+            if point.value < ring[index].point.value { ring[index].point = point }
+            ring[index].exchanges += 1
+        } else {
+            if count == ring.count {
+                guard position > 0 else { return false }
+                removeOldest()
+                position -= 1
+            }
+            for moved in stride(from: count, to: position, by: -1) {
+                ring[(start + moved) % ring.count] = ring[(start + moved - 1) % ring.count]
+            }
+            ring[(start + position) % ring.count] = Bin(point: point, exchanges: 1)
+            count += 1
+        }
+        exchanges += 1
+        recent[recentCount % recent.count] = point
+        recentCount += 1
+        return true
+    }
+
+    mutating func removeOlder(than time: Int64) {
+        while count > 0, self[0].time < time { removeOldest() }
+    }
+
+    private mutating func removeOldest() {
+        exchanges -= ring[start].exchanges
+        start = (start + 1) % ring.count
+        count -= 1
+    }
+
+    // MARK: Fit
+
+    /// Sets glitches aside, judged by this direction's own envelope (with `fitSlope` false the line is
+    /// level: a slope from a short span would be mostly jitter; slopes are clamped to ±`maximumSlope`),
+    /// and leaves the hull of the rest for `vertex` and `level(slope:)`. Returns the median excess of
+    /// the newest points above the envelope: how much the link queues.
+    mutating func fit(at reference: Int64, fitSlope: Bool, maximumSlope: Double) -> Double? {
+        guard count > 0 else { return nil }
+        for position in 0..<count { glitch[position] = false }
+        let base = self[0].value
+        var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
+        let spread = medianExcess(above: line)
+        let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(exchanges)
+        rounds: for _ in 0..<Self.glitchRounds {
+            for vertex in supportVertices(of: line) {
+                let time = self[vertex].time, near = min(Self.glitchTime, span / 8)
+                guard let others = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope,
+                                           around: (time - near)...(time + near)),
+                      depth(of: vertex, below: others) > threshold else { continue }
+                for position in 0..<count where abs(self[position].time - time) <= near
+                    && depth(of: position, below: others) > threshold {
+                    glitch[position] = true
+                }
+                line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
+                continue rounds
+            }
+            break
+        }
+        // The last hull built may have been one without a neighbourhood: rebuild the one of record.
+        _ = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)
+        return spread
+    }
+
+    /// Vertices of the last fit's hull, oldest first: time from its reference, value from its base.
+    private(set) var hullCount = 0
+    /// The mean time of the points the last fit kept, from its reference.
+    private(set) var meanTime = 0.0
+    private var fitReference: Int64 = 0
+    /// What the values of the last fit are relative to.
+    private(set) var fitBase: Int64 = 0
+
+    func vertex(_ index: Int) -> (time: Double, value: Double) {
+        let point = self[hull[index]]
+        return (Double(point.time &- fitReference), Double(point.value &- fitBase))
+    }
+
+    /// The value at the reference of the highest line of this slope under the points the fit kept: the
+    /// lowest of them seen along the slope, which is always a hull vertex.
+    func level(slope: Double) -> Double {
+        var level = Double.infinity
+        for index in 0..<hullCount {
+            let (time, value) = vertex(index)
+            level = min(level, value - slope * time)
+        }
+        return level
+    }
+
+    private func depth(of position: Int, below line: Line) -> Double {
+        line.value(at: self[position].time) - Double(self[position].value &- line.base)
+    }
+
+    /// The two points nearest the line from above: the ones it rests on.
+    private func supportVertices(of line: Line) -> [Int] {
+        var first = -1, second = -1, firstDepth = -Double.infinity, secondDepth = -Double.infinity
+        for position in 0..<count where !glitch[position] {
+            let depth = depth(of: position, below: line)
+            if depth > firstDepth {
+                (second, secondDepth) = (first, firstDepth)
+                (first, firstDepth) = (position, depth)
+            } else if depth > secondDepth {
+                (second, secondDepth) = (position, depth)
+            }
+        }
+        return second < 0 ? [first] : [first, second]
+    }
+
+    /// The line under every point that is neither a glitch nor within `around`, greatest at their
+    /// mean time; nil when no point is left, or too few to judge others by (`around` given).
+    private mutating func support(at reference: Int64, base: Int64, fitSlope: Bool, maximumSlope: Double,
+                                  around excluded: ClosedRange<Int64>?) -> Line? {
+        func included(_ position: Int) -> Bool {
+            !glitch[position] && !(excluded?.contains(self[position].time) ?? false)
+        }
+        var hullCount = 0, points = 0, timeSum = 0.0
+        for position in 0..<count where included(position) {
+            points += 1
+            timeSum += Double(self[position].time &- reference)
+            // Andrew's monotone chain, lower half: each point pops the vertices it sees from below.
+            let p = self[position]
+            while hullCount > 0, self[hull[hullCount - 1]].time == p.time {
+                guard p.value < self[hull[hullCount - 1]].value else { break }
+                hullCount -= 1
+            }
+            if hullCount > 0, self[hull[hullCount - 1]].time == p.time { continue }
+            while hullCount >= 2, !turnsLeft(self[hull[hullCount - 2]], self[hull[hullCount - 1]], p) { hullCount -= 1 }
+            hull[hullCount] = position
+            hullCount += 1
+        }
+        guard points > 0, excluded == nil || points >= 4 else { return nil }
+        (self.hullCount, self.meanTime, fitReference, fitBase) = (hullCount, timeSum / Double(points), reference, base)
+        let meanTime = reference &+ Int64(self.meanTime.rounded())
+
+        var slope = 0.0
+        if fitSlope, hullCount >= 2 {
+            var edge = 0
+            while edge < hullCount - 2, self[hull[edge + 1]].time < meanTime { edge += 1 }
+            let a = self[hull[edge]], b = self[hull[edge + 1]]
+            slope = Double(b.value &- a.value) / Double(b.time &- a.time)
+        }
+        slope = min(max(slope, -maximumSlope), maximumSlope)
+        // On the hull edge itself unless clamped.
+        return Line(reference: reference, base: base, level: level(slope: slope), slope: slope)
+    }
+
+    private func turnsLeft(_ a: Point, _ b: Point, _ c: Point) -> Bool {
+        let abTime = Double(b.time &- a.time), abValue = Double(b.value &- a.value)
+        let acTime = Double(c.time &- a.time), acValue = Double(c.value &- a.value)
+        return abTime * acValue - abValue * acTime > 0
+    }
+
+    private mutating func medianExcess(above line: Line) -> Double {
+        let points = min(recentCount, recent.count)
+        for index in 0..<points {
+            excesses[index] = Double(recent[index].value &- line.base) - line.value(at: recent[index].time)
+        }
+        excesses[0..<points].sort()
+        return excesses[points / 2]
+    }
+}
