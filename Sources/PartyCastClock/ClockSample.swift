@@ -78,7 +78,7 @@ public struct ClockExchangeSchedule: Sendable {
     ///   good within a few hundred ms, and the drift fit starts from a span of 0.5 s).
     /// - Then `budget` / noise × (time since join / window), between 5 ms and 1 s; 20 ms while the
     ///   noise is unknown (no answer yet).
-    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64? = nil) -> Int64 {
+    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?) -> Int64 {
         if nanoseconds < 1_000_000_000 { return Self.densest }
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
         let covered = Double(min(nanoseconds, ClockEstimator.window)) / Double(ClockEstimator.window)

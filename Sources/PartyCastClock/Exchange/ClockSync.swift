@@ -41,10 +41,10 @@ public final class ClockSync: Sendable {
         state.withLockedValue { $0 = State(timing: $0.timing, connectedAt: now) }
     }
 
-    /// How long to wait before the next exchange.
+    /// How long to wait before the next exchange: paced by how noisy the link has looked.
     func nextExchangeDelay() -> Int64 {
-        let since = state.withLockedValue { clock.now() - $0.connectedAt }
-        return ClockExchangeSchedule().interval(sinceJoin: since)
+        let (since, noise) = state.withLockedValue { (clock.now() - $0.connectedAt, $0.estimator.linkNoise) }
+        return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise)
     }
 
     /// The current estimate of the broadcaster's clock, nil until the first answer.
