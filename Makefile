@@ -7,7 +7,7 @@ APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-cli
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-sync proto clean
+.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-sync bench-clock proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -77,6 +77,12 @@ bench-broadcast: release
 # their recordings (needs root). BENCH_SYNC=links runs only the link table.
 bench-sync: release
 	scripts/bench-sync.sh
+
+# The clock estimator before issue 11 against the current one on simulated links (jitter, loss,
+# stalls, TCP head-of-line queueing, asymmetric load): error percentiles per trace, ~15 s.
+bench-clock: deps
+	swift build -c release --product partycast-clock-sim
+	.build/release/partycast-clock-sim --seeds 16 --duration 90
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release
