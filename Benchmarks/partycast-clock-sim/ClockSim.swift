@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import PartyCastClock
+import Synchronization
 
 /// Replays simulated links through the clock estimators, old and new, and prints how far each
 /// mapping is from the true remote clock after the first 5 s.
@@ -20,16 +21,16 @@ struct ClockSim: ParsableCommand {
         for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
             for schedule in Schedule.allCases {
                 // Seeds run in parallel; each is its own deterministic world.
-                nonisolated(unsafe) let results = UnsafeMutableBufferPointer<(new: Errors, baseline: Errors)>.allocate(capacity: seeds)
+                let results = Mutex([(new: Errors, baseline: Errors)?](repeating: nil, count: seeds))
                 DispatchQueue.concurrentPerform(iterations: seeds) { index in
-                    (results.baseAddress! + index).initialize(to: simulate(trace, schedule, seed: UInt64(index + 1), duration: Int64(duration) * second))
+                    let result = simulate(trace, schedule, seed: UInt64(index + 1), duration: Int64(duration) * second)
+                    results.withLock { $0[index] = result }
                 }
                 var new = Errors(), baseline = Errors()
-                for result in results {
+                for case let result? in results.withLock({ $0 }) {
                     new.merge(result.new)
                     baseline.merge(result.baseline)
                 }
-                results.deinitialize().deallocate()
                 for (name, errors) in [("baseline (before #11)", baseline), ("envelope (#11)", new)] {
                     print("| \(trace.name) | \(name) | \(schedule.rawValue) | \(format(Double(errors.exchanges) / errors.seconds)) | "
                         + "\(format(quantile(errors.offsets, 0.5))) | \(format(quantile(errors.offsets, 0.99))) | "

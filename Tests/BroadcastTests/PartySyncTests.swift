@@ -18,16 +18,6 @@ final class PartySyncTests: XCTestCase {
         (broadcaster, listener, skewTool) = ("\(bin)/broadcaster", "\(bin)/listener", "\(bin)/partycast-skew")
     }
 
-    struct Summary: Decodable {
-        let name: String
-        let points: Int
-        let medianMicroseconds: Double
-        let p99Microseconds: Double
-        let maxMicroseconds: Double
-        let convergedAfterSeconds: Double?
-    }
-    struct Report: Decodable { let summaries: [Summary] }
-
     func testListenersWithDriftingClocksAndALateJoinerPlayInStep() throws {
         let directory = try temporaryDirectory()
         // Broadband sound gives a sharp correlation peak (a held note would repeat every period).
@@ -58,13 +48,13 @@ final class PartySyncTests: XCTestCase {
         let measured = try runProcess(skewTool, ["\(directory)/steady.wav", "\(directory)/slow.wav", "\(directory)/fast.wav",
                                                  "\(directory)/late.wav", "--settle-s", "5", "--json", "--csv", "\(directory)/skew.csv"], timeout: 120)
         XCTAssertEqual(measured.status, 0, measured.stderr)
-        let report = try JSONDecoder().decode(Report.self, from: Data(measured.stdout.utf8))
+        let report = try JSONDecoder().decode(SkewReport.self, from: Data(measured.stdout.utf8))
         // The bar, 5 s after each listener's first sound.
         for summary in report.summaries {
             // Enough points that the figures mean something: ~10 s settled for the late joiner at 10 per second.
             XCTAssertGreaterThan(summary.points, 60, "\(summary.name): \(measured.stdout)")
-            XCTAssertLessThanOrEqual(summary.p99Microseconds, 100, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
-            XCTAssertLessThanOrEqual(summary.maxMicroseconds, 500, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
+            XCTAssertLessThanOrEqual(summary.p99Microseconds ?? .infinity, 100, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
+            XCTAssertLessThanOrEqual(summary.maxMicroseconds ?? .infinity, 500, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
         }
         // The late joiner was heard at the live position within half a second of its card starting.
         let clock = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(directory)/late.wav.json"))) as? [String: Double]

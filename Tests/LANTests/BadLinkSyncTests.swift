@@ -24,24 +24,6 @@ final class BadLinkSyncTests: XCTestCase {
     /// WAVs and logs: removed when the test passes, kept to look at when it fails.
     private var directory: String?
 
-    struct Summary: Decodable {
-        let name: String
-        let points: Int
-        let medianMicroseconds: Double?
-        let p99Microseconds: Double?
-        let maxMicroseconds: Double?
-    }
-    struct Gap: Decodable {
-        let name: String
-        let songFrames: Int
-        let longestGapMs: Double
-        let longestGapAtSeconds: Double
-    }
-    struct Report: Decodable {
-        let summaries: [Summary]
-        let gaps: [Gap]?
-    }
-
     override func setUpWithError() throws {
         guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
             throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
@@ -113,8 +95,8 @@ final class BadLinkSyncTests: XCTestCase {
         let measured = try runProcess("\(bin)/partycast-skew", ["\(directory)/near.wav", "\(directory)/far1.wav", "\(directory)/far2.wav",
                                                                 "--settle-s", "5", "--json", "--gaps", "--csv", "\(directory)/skew.csv"], timeout: 180)
         XCTAssertEqual(measured.status, 0, measured.stderr)
-        let report = try JSONDecoder().decode(Report.self, from: Data(measured.stdout.utf8))
-        func figures(_ s: Summary) -> String {
+        let report = try JSONDecoder().decode(SkewReport.self, from: Data(measured.stdout.utf8))
+        func figures(_ s: SkewReport.Summary) -> String {
             func µs(_ value: Double?) -> String { value.map { "\(Int($0.rounded())) µs" } ?? "none" }
             return "\(s.name): \(s.points) points, median \(µs(s.medianMicroseconds)), p99 \(µs(s.p99Microseconds)), max \(µs(s.maxMicroseconds))"
         }

@@ -35,21 +35,8 @@ far=$prefix-far
 device=netem0
 subnet=10.78.0
 
-log() { echo "badlink.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# Runs the rest of the line with every descriptor above 2 closed, so that no daemon keeps a pipe or
-# socket of whoever ran this script (a test runner waiting for EOF would wait forever).
-closefds='for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ] && [ -e "/proc/$$/fd/$fd" ]; then eval "exec $fd>&-"; fi; done; exec "$@"'
-
-# Waits up to $1 seconds for the command after it to succeed.
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
-}
+name=badlink.sh watchdog=pc-badlink-watchdog
+source "$(dirname "$self")/common.sh"
 
 # near/far or the full name → the namespace's full name.
 host_name() {
@@ -61,37 +48,6 @@ host_name() {
 }
 
 address() { [ "$(host_name "$1")" = "$near" ] && echo "$subnet.1" || echo "$subnet.2"; }
-
-# The nsfs inode of a named network namespace, as /proc/PID/ns/net shows it.
-netns_id() { [ -e "/run/netns/$1" ] && echo "net:[$(stat -L -c %i "/run/netns/$1")]"; }
-
-# True when PID is alive and in network namespace NS: never signal a PID that got reused.
-pid_in_netns() {
-  local pid=$1 ns=$2 want
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  want=$(netns_id "$ns") || return 1
-  [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$want" ]
-}
-
-alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-
-# TERM, then KILL after 5 s; only when the PID is still in namespace $2 (or $2 is "-": the watchdog).
-stop_pid() {
-  local file=$1 ns=$2 pid
-  [ -f "$file" ] || return 0
-  pid=$(cat "$file")
-  rm -f "$file"
-  [[ $pid =~ ^[0-9]+$ ]] && [ "$pid" != $$ ] || return 0
-  if [ "$ns" = - ]; then
-    grep -qa pc-badlink-watchdog "/proc/$pid/cmdline" 2>/dev/null || return 0
-  else
-    pid_in_netns "$pid" "$ns" || return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || return 0
-  wait_for 5 eval "! alive $pid" && return 0
-  kill -KILL "$pid" 2>/dev/null || true
-  wait_for 2 eval "! alive $pid" || log "warning: process $pid survived SIGKILL"
-}
 
 up() {
   [[ $lifetime =~ ^[1-9][0-9]*$ ]] || die "PC_BADLINK_LIFETIME must be a number of seconds, not \"$lifetime\""
