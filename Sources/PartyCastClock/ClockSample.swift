@@ -70,7 +70,7 @@ public struct ClockExchangeSchedule: Sendable {
     /// Interval × noise (ns²) once the window is full: 20 ms at a noise of 10 ms.
     static let budget = 2e14
     static let densest: Int64 = 5_000_000
-    static let sparsest: Int64 = 1_000_000_000
+    static let sparsest: Int64 = 100_000_000
 
     public init() {}
 

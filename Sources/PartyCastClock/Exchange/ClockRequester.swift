@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import Logging
 import PartyCastCore
 import PartyCastWire
@@ -59,6 +60,13 @@ struct Exchange {
     /// Requests in flight that an answer may match, by sequence modulo the capacity: an answer
     /// older than this many requests is as good as lost.
     static let inFlightCapacity = 64
+    /// Unanswered requests allowed at once, like a TCP window: when answers queue (a congested link)
+    /// requests slow down with them instead of adding to the queue; on a link with 20 ms of jitter
+    /// the densest schedule (5 ms) still fits.
+    static let inFlightLimit = 4
+    /// What an answer adds to its request — t2 and t3 (9 bytes each) and `answer` (2) — less the
+    /// padding field's own tag and length.
+    static let requestPadding = Data(count: 18)
 
     private let datagrams: ClockRequester.Datagrams?
     private let sync: ClockSync
@@ -80,7 +88,7 @@ struct Exchange {
         while true {
             let now = sync.clock.now()
             if now >= due {
-                if let socket, let datagrams { send(on: socket, datagrams) }
+                if let socket, let datagrams, unanswered(at: now) < Self.inFlightLimit { send(on: socket, datagrams) }
                 let fallBack = socket == nil || now - lastHeard > ClockRequester.fallbackAfter
                 if socket != nil, fallBack != usingTCP {
                     if fallBack {
@@ -111,6 +119,11 @@ struct Exchange {
         }
     }
 
+    /// Requests sent less than a longest round trip ago and not answered yet.
+    private func unanswered(at now: Int64) -> Int {
+        inFlight.reduce(0) { $0 + ($1.sequence != 0 && now - $1.t1 < ClockEstimator.maximumRoundTrip ? 1 : 0) }
+    }
+
     private mutating func send(on socket: ClockSocket, _ datagrams: ClockRequester.Datagrams) {
         guard let bytes: [UInt8] = try? nextRequest(datagrams).serializedBytes() else { return }
         socket.send(bytes)
@@ -123,6 +136,7 @@ struct Exchange {
         request.token = datagrams.token
         request.sequence = nextSequence
         nextSequence &+= 1
+        request.padding = Exchange.requestPadding
         request.t1 = sync.clock.now()
         datagrams.key?.sign(&request)
         inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, request.t1)

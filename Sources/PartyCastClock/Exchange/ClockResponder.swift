@@ -96,16 +96,23 @@ public final class ClockResponder: Sendable {
             if fds[1].revents != 0 { return }
             while let received = socket.receive(into: &buffer) {
                 let admitted = table.withLockedValue { table in
-                    let answer = received.count <= ClockSocket.maximumDatagram
+                    received.count <= ClockSocket.maximumDatagram
                         ? Self.admitted(buffer[..<received.count], at: received.arrivedAt, sessions: &table.sessions) : nil
-                    if answer == nil { table.ignored += 1 } else { table.answered += 1 }
-                    return answer
                 }
-                guard var answer = admitted else { continue }
-                answer.datagram.t3 = Int64(bitPattern: monotonicNanoseconds())
-                answer.key?.sign(&answer.datagram)
-                guard let bytes: [UInt8] = try? answer.datagram.serializedBytes() else { continue }
+                var bytes: [UInt8]?
+                if var answer = admitted {
+                    answer.datagram.t3 = Int64(bitPattern: monotonicNanoseconds())
+                    answer.key?.sign(&answer.datagram)
+                    bytes = try? answer.datagram.serializedBytes()
+                }
+                // Never longer than the request (requests are padded to match): no one can use the
+                // responder to amplify a flood.
+                guard let bytes, bytes.count <= received.count else {
+                    table.withLockedValue { $0.ignored += 1 }
+                    continue
+                }
                 socket.send(bytes, to: received.from)
+                table.withLockedValue { $0.answered += 1 }
             }
         }
     }

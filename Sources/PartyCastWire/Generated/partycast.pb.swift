@@ -570,6 +570,11 @@ public nonisolated struct PCClockDatagram: Sendable {
   /// nonce), so only the two ends of that handshake can make or change one.
   public var mac: Data = Data()
 
+  /// Zeros in a request, as many as make it exactly as long as its answer (which adds t2, t3 and
+  /// `answer`): on a slow link a longer answer would spend longer on the wire one way only, a delay
+  /// no exchange can see. The responder never sends an answer longer than its request.
+  public var padding: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1412,7 +1417,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
 
 nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClockDatagram"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}sequence\0\u{1}t1\0\u{1}t2\0\u{1}t3\0\u{1}answer\0\u{1}mac\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}sequence\0\u{1}t1\0\u{1}t2\0\u{1}t3\0\u{1}answer\0\u{1}mac\0\u{1}padding\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1427,6 +1432,7 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 5: try { try decoder.decodeSingularSFixed64Field(value: &self.t3) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.answer) }()
       case 7: try { try decoder.decodeSingularBytesField(value: &self.mac) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.padding) }()
       default: break
       }
     }
@@ -1454,6 +1460,9 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if !self.mac.isEmpty {
       try visitor.visitSingularBytesField(value: self.mac, fieldNumber: 7)
     }
+    if !self.padding.isEmpty {
+      try visitor.visitSingularBytesField(value: self.padding, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1465,6 +1474,7 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.t3 != rhs.t3 {return false}
     if lhs.answer != rhs.answer {return false}
     if lhs.mac != rhs.mac {return false}
+    if lhs.padding != rhs.padding {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
