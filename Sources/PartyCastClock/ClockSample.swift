@@ -71,7 +71,7 @@ public struct ClockMapping: Sendable, Equatable {
 ///   30–70 µs between listeners behind the bad-link relay (bench-sync, a CPU hog running). Ten a
 ///   second (~1.3 kB/s, a few % of the audio) keep enough such points in the window to rest on, and
 ///   let the glitch test judge them.
-/// `ClockRequester` also keeps at most 4 requests unanswered, so a congested path slows it down.
+/// `ClockRequester` also waits at least half the least recent round trip, so a congested path slows it.
 public struct ClockExchangeSchedule: Sendable {
     /// Interval × noise (ns²) once the window is full: 20 ms at a noise of 10 ms.
     static let budget = 2e14

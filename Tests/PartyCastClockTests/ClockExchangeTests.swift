@@ -188,7 +188,7 @@ final class ClockExchangeTests: XCTestCase {
         var buffer = [UInt8](repeating: 0, count: 512)
         var udpRequests = 0
         while silent.receive(into: &buffer) != nil { udpRequests += 1 }
-        XCTAssertGreaterThanOrEqual(udpRequests, Exchange.inFlightLimit, "UDP was tried first, as many requests as may be unanswered")
+        XCTAssertGreaterThan(udpRequests, 10, "UDP was tried first, and kept being tried")
         XCTAssertGreaterThanOrEqual(first.t1, sync.clock.now() - 10_000_000_000)
     }
 }

@@ -28,8 +28,10 @@ public final class ClockRequester: Sendable {
         }
     }
 
-    /// Silence on UDP this long (with requests out) brings the TCP exchange in.
+    /// Silence on UDP this long, over at least `fallbackRequests` requests in a row, brings the TCP
+    /// exchange in: both, so neither a sparse schedule nor a burst of requests trips it.
     static let fallbackAfter: Int64 = 1_000_000_000
+    static let fallbackRequests = 5
 
     private let stopPipe: WakePipe
     private let thread: DedicatedThread
@@ -60,10 +62,8 @@ struct Exchange {
     /// Requests in flight that an answer may match, by sequence modulo the capacity: an answer
     /// older than this many requests is as good as lost.
     static let inFlightCapacity = 64
-    /// Unanswered requests allowed at once, like a TCP window: when answers queue (a congested link)
-    /// requests slow down with them instead of adding to the queue; on a link with 20 ms of jitter
-    /// the densest schedule (5 ms) still fits.
-    static let inFlightLimit = 4
+    /// Round trips remembered for pacing.
+    static let recentRoundTrips = 32
     /// What an answer adds to its request — t2 and t3 (9 bytes each) and `answer` (2) — less the
     /// padding field's own tag and length.
     static let requestPadding = Data(count: 18)
@@ -73,6 +73,9 @@ struct Exchange {
     private var inFlight = [(sequence: UInt64, t1: Int64)](repeating: (0, 0), count: inFlightCapacity)
     private var nextSequence: UInt64 = 1
     private var lastHeard: Int64
+    private var unansweredInARow = 0
+    private var roundTrips = [Int64](repeating: 0, count: recentRoundTrips)
+    private var answers = 0
 
     init(datagrams: ClockRequester.Datagrams?, sync: ClockSync) {
         self.datagrams = datagrams
@@ -88,8 +91,9 @@ struct Exchange {
         while true {
             let now = sync.clock.now()
             if now >= due {
-                if let socket, let datagrams, unanswered(at: now) < Self.inFlightLimit { send(on: socket, datagrams) }
-                let fallBack = socket == nil || now - lastHeard > ClockRequester.fallbackAfter
+                if let socket, let datagrams { send(on: socket, datagrams) }
+                let fallBack = socket == nil
+                    || (now - lastHeard > ClockRequester.fallbackAfter && unansweredInARow >= ClockRequester.fallbackRequests)
                 if socket != nil, fallBack != usingTCP {
                     if fallBack {
                         logger.warning("clock: no answer over UDP for \(ClockRequester.fallbackAfter / 1_000_000_000) s (a firewall?); keeping time over the TCP connection, less precisely on a busy link")
@@ -99,7 +103,7 @@ struct Exchange {
                 }
                 usingTCP = fallBack
                 if fallBack { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
-                due = now + sync.nextExchangeDelay()
+                due = now + max(sync.nextExchangeDelay(), leastRecentRoundTrip / 2)
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
             var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: socket?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
@@ -114,19 +118,30 @@ struct Exchange {
                     continue
                 }
                 lastHeard = sample.t4
+                unansweredInARow = 0
+                // A broadcaster's times are not trusted to pace by: only a round trip the estimator
+                // would take counts.
+                if (0...ClockEstimator.maximumRoundTrip).contains(sample.roundTrip) {
+                    roundTrips[answers % Self.recentRoundTrips] = sample.roundTrip
+                    answers += 1
+                }
                 sync.record(sample)
             }
         }
     }
 
-    /// Requests sent less than a longest round trip ago and not answered yet.
-    private func unanswered(at now: Int64) -> Int {
-        inFlight.reduce(0) { $0 + ($1.sequence != 0 && now - $1.t1 < ClockEstimator.maximumRoundTrip ? 1 : 0) }
+    /// The least round trip of the recent answers: what the path takes with no queue of ours on it.
+    /// Exchanging no faster than every half of it keeps a congested path (a standing queue, where
+    /// even the least round trip grows) from being loaded further by the exchanges themselves;
+    /// jitter alone leaves it near the base delay, so it costs a noisy link nothing.
+    private var leastRecentRoundTrip: Int64 {
+        answers == 0 ? 0 : roundTrips[0..<min(answers, Self.recentRoundTrips)].min()!
     }
 
     private mutating func send(on socket: ClockSocket, _ datagrams: ClockRequester.Datagrams) {
         guard let bytes: [UInt8] = try? nextRequest(datagrams).serializedBytes() else { return }
         socket.send(bytes)
+        unansweredInARow += 1
     }
 
     /// The next request, t1 read now (signing and sending take a few µs, which only add delay), and
