@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
-        .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport"]),
+        .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
     ]

@@ -43,14 +43,24 @@ public struct ClockEstimator: Sendable {
     /// Takes one exchange and refits. Ignores samples that can't be real (time running backwards, a
     /// round trip that is negative or beyond `maximumRoundTrip`) and those older than the window.
     public mutating func add(_ sample: ClockSample) {
-        guard let (up, down) = Self.measurements(sample) else { return }
-        let newest = inbound.count == 0 ? down.time : max(inbound[inbound.count - 1].time, down.time)
-        let oldest = newest - Self.window
-        guard up.time >= oldest, outbound.insert(up) else { return }
-        inbound.insert(down)
-        outbound.removeOlder(than: oldest)
-        inbound.removeOlder(than: oldest)
-        refit(at: newest)
+        add(contentsOf: CollectionOfOne(sample))
+    }
+
+    /// Takes exchanges that arrived together (answers held up by a stall, then released) and refits
+    /// once: a refit costs far more than filing a point.
+    public mutating func add(contentsOf samples: some Sequence<ClockSample>) {
+        var newest: Int64?
+        for sample in samples {
+            guard let (up, down) = Self.measurements(sample) else { continue }
+            let latest = inbound.count == 0 ? down.time : max(inbound[inbound.count - 1].time, down.time)
+            let oldest = latest - Self.window
+            guard up.time >= oldest, outbound.insert(up) else { continue }
+            inbound.insert(down)
+            outbound.removeOlder(than: oldest)
+            inbound.removeOlder(than: oldest)
+            newest = latest
+        }
+        if let newest { refit(at: newest) }
     }
 
     private mutating func refit(at reference: Int64) {

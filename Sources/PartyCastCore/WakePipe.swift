@@ -13,6 +13,8 @@ public final class WakePipe: Sendable {
         _ = try systemCall("pipe") { pipe(&ends) }
         // Not inherited by programs the listener or broadcaster might start.
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        // A full pipe already holds a wakeup: `wake()` must never block its caller (an event loop).
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         readEnd = ends[0]
         writeEnd = ends[1]
     }
@@ -20,6 +22,12 @@ public final class WakePipe: Sendable {
     public func wake() {
         var byte: UInt8 = 1
         _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Empties what wakes have written (call when `readEnd` polls readable).
+    public func drain() {
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        _ = withUnsafeMutableBytes(of: &bytes) { read(readEnd, $0.baseAddress, $0.count) }
     }
 
     deinit {

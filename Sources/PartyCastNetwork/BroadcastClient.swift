@@ -207,13 +207,18 @@ final class ClientHandler: ChannelInboundHandler {
         // t4 of a clock exchange, and the arrival time of chunks: as close to the socket read as this handler gets.
         let arrivedAt = clockSync.clock.now()
         decoder.push(unwrapInboundIn(data).readableBytesView)
+        var clockAnswers: [ClockSample] = []
         do {
             while closedReason == nil, let envelope = try decoder.next() {
-                for verdict in gate.handle(envelope, arrivedAt: arrivedAt) { act(on: verdict, context: context, arrivedAt: arrivedAt) }
+                for verdict in gate.handle(envelope, arrivedAt: arrivedAt) {
+                    if case .clock(let sample) = verdict { clockAnswers.append(sample) } else { act(on: verdict, context: context, arrivedAt: arrivedAt) }
+                }
             }
         } catch {
             end(context, "it sent bad data (\(error))")
         }
+        // Clock answers over TCP (the fallback) go to the requester's thread, all of one read together.
+        clockRequester?.deliver(clockAnswers)
     }
 
     private func act(on verdict: ConnectionGate.Verdict, context: ChannelHandlerContext, arrivedAt: Int64) {
@@ -227,8 +232,8 @@ final class ClientHandler: ChannelInboundHandler {
                 channel.eventLoop.execute { _ = channel.setOption(.autoRead, value: true) }
             }
             if !keepReading { _ = context.channel.setOption(.autoRead, value: false) }
-        case .clock(let sample):
-            clockSync.record(sample)
+        case .clock:
+            break  // gathered by channelRead for the clock requester
         case .close(let reason):
             end(context, reason)
         case .fail(let error):

@@ -1,5 +1,6 @@
 import Foundation
 import PartyCastTestSupport
+import PartyCastWire
 import XCTest
 
 /// End to end on a LAN of network namespaces (scripts/lan/lan.sh): each host has its own dbus
@@ -39,7 +40,7 @@ final class LANTests: XCTestCase {
         let resolved = browsed.split(separator: "\n").first { $0.hasPrefix("=;") && $0.contains("LAN\\032Party;") }
         XCTAssertNotNil(resolved, browsed)
         XCTAssertTrue(resolved?.contains("10.77.0.11;7360") == true, browsed)
-        for record in ["\"proto=2\"", "\"codec=opus\"", "\"id="] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
+        for record in ["\"proto=\(partyCastProtocolVersion)\"", "\"codec=opus\"", "\"id="] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
 
         let listeners = try (2...4).map { i in
             try on("pc-host\(i)", [listener, "join", "LAN Party", "--listener-name", "room\(i)", "--output", "wav:\(directory)/room\(i).wav", "--once", "--quiet"])

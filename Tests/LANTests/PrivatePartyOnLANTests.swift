@@ -126,10 +126,13 @@ final class PrivatePartyOnLANTests: XCTestCase {
         for name in ["nokey", "wrongkey", "keyed"] { XCTAssertEqual(try framesPlayed("\(directory)/\(name).wav"), 0, "\(name) played audio") }
 
         // Everyone admitted plays to the end; the broadcasters and the relay end by themselves.
-        for (name, process) in [("rightkey", rightKey), ("relayed1", relayed1), ("relayed2", relayed2)] {
+        // The relay carries TCP only: clock datagrams sent to its address go unanswered, and those
+        // listeners say once that they keep time over the connection instead.
+        let clockFallback = "listener: warning: clock: no answer over UDP for 1 s (a firewall?); keeping time over the TCP connection, less precisely on a busy link"
+        for (name, process, lines) in [("rightkey", rightKey, []), ("relayed1", relayed1, [clockFallback]), ("relayed2", relayed2, [clockFallback])] {
             let result = process.wait(timeout: 40)
             XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
-            XCTAssertEqual(errorLines(result.stderr), [], name)
+            XCTAssertEqual(errorLines(result.stderr), lines, name)
         }
         let served = privateParty.wait(timeout: 30)
         XCTAssertEqual(served.status, 0, served.stderr)

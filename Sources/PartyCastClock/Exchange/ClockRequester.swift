@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastWire
 import Synchronization
@@ -32,29 +33,76 @@ public final class ClockRequester: Sendable {
     /// exchange in: both, so neither a sparse schedule nor a burst of requests trips it.
     static let fallbackAfter: Int64 = 1_000_000_000
     static let fallbackRequests = 5
+    /// Over TCP answers queue behind the audio: exchanging densely there buys nothing and costs the
+    /// connection (and the estimator) work.
+    static let densestOverTCP: Int64 = 20_000_000
 
-    private let stopPipe: WakePipe
+    private let mailbox: Mailbox
     private let thread: DedicatedThread
 
-    /// - Parameter overTCP: sends a request over the connection; its answer reaches `sync` through
-    ///   the connection's handler.
+    /// - Parameter overTCP: sends a request over the connection; its answers come back through
+    ///   `deliver`.
     public init(datagrams: Datagrams?, sync: ClockSync, logger: Logger,
                 overTCP: @escaping @Sendable (PCEnvelope) -> Void) throws(SystemCallError) {
-        let stopPipe = try WakePipe()
+        let mailbox = try Mailbox()
         // A socket that cannot be made (no route, an address family the host lacks) leaves TCP.
         let socket = datagrams.flatMap { try? ClockSocket(connectingTo: $0.host, port: $0.port) }
-        self.stopPipe = stopPipe
+        self.mailbox = mailbox
         thread = DedicatedThread {
-            // The thread holds the pipe too: its end must stay open while poll(2) watches it.
+            // The thread holds the mailbox too: its pipe must stay open while poll(2) watches it.
             var exchange = Exchange(datagrams: datagrams, sync: sync)
-            exchange.run(socket: socket, wake: stopPipe.readEnd, logger: logger, overTCP: overTCP)
+            exchange.run(socket: socket, mailbox: mailbox, logger: logger, overTCP: overTCP)
         }
     }
 
-    /// Ends the exchanges; the thread finishes on its own (nobody waits for it on an event loop).
-    public func stop() { stopPipe.wake() }
+    /// Answers that came over the TCP connection, for this thread to take: the estimator's maths
+    /// stays off the event loop that carries the audio.
+    public func deliver(_ answers: [ClockSample]) { mailbox.post(answers) }
 
-    deinit { stopPipe.wake() }
+    /// Ends the exchanges; the thread finishes on its own (nobody waits for it on an event loop).
+    public func stop() { mailbox.stop() }
+
+    deinit { mailbox.stop() }
+}
+
+/// What other threads hand the requester thread: answers that came over TCP, and the stop. Bounded:
+/// answers beyond `capacity` waiting are dropped (and counted by the thread as ignored).
+final class Mailbox: Sendable {
+    struct Contents {
+        var stopped = false
+        var answers: [ClockSample] = []
+        var dropped = 0
+    }
+
+    static let capacity = 256
+    let pipe: WakePipe
+    private let contents = NIOLockedValueBox(Contents())
+
+    init() throws(SystemCallError) { pipe = try WakePipe() }
+
+    func post(_ answers: [ClockSample]) {
+        guard !answers.isEmpty else { return }
+        contents.withLockedValue { contents in
+            let room = max(0, Self.capacity - contents.answers.count)
+            contents.answers.append(contentsOf: answers.prefix(room))
+            contents.dropped += answers.count - min(room, answers.count)
+        }
+        pipe.wake()
+    }
+
+    func stop() {
+        contents.withLockedValue { $0.stopped = true }
+        pipe.wake()
+    }
+
+    /// Takes what was posted (call when the pipe polls readable).
+    func collect() -> Contents {
+        pipe.drain()
+        return contents.withLockedValue { contents in
+            defer { (contents.answers, contents.dropped) = ([], 0) }
+            return contents
+        }
+    }
 }
 
 /// The requester thread's state: requests in flight and when UDP was last heard.
@@ -83,8 +131,10 @@ struct Exchange {
         lastHeard = sync.clock.now()
     }
 
-    mutating func run(socket: ClockSocket?, wake: Int32, logger: Logger, overTCP: (PCEnvelope) -> Void) {
+    mutating func run(socket: ClockSocket?, mailbox: Mailbox, logger: Logger, overTCP: (PCEnvelope) -> Void) {
         var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
+        // Answers read in one wakeup go to the estimator together: a stall releases hundreds at once.
+        var batch: [ClockSample] = []
         var due = sync.clock.now()
         var usingTCP = false
         if socket == nil { logger.debug("clock: exchanging over the TCP connection (no UDP clock port offered or usable)") }
@@ -103,13 +153,20 @@ struct Exchange {
                 }
                 usingTCP = fallBack
                 if fallBack { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
-                due = now + max(sync.nextExchangeDelay(), leastRecentRoundTrip / 2)
+                due = now + max(sync.nextExchangeDelay(), leastRecentRoundTrip / 2, fallBack ? ClockRequester.densestOverTCP : 0)
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
-            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: socket?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: mailbox.pipe.readEnd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: socket?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             guard poll(&fds, 2, timeout) >= 0 || errno == EINTR else { return }
-            if fds[0].revents != 0 { return }
+            if fds[0].revents != 0 {
+                let posted = mailbox.collect()
+                if posted.stopped { return }
+                for _ in 0..<posted.dropped { sync.countIgnored() }
+                sync.record(posted.answers)
+            }
             guard let socket, fds[1].revents != 0 else { continue }
+            batch.removeAll(keepingCapacity: true)
             while let received = socket.receive(into: &buffer) {
                 guard received.count <= ClockSocket.maximumDatagram,
                       let sample = accept(buffer[..<received.count], arrivedAt: sync.clock.local(fromMachine: received.arrivedAt))
@@ -125,8 +182,9 @@ struct Exchange {
                     roundTrips[answers % Self.recentRoundTrips] = sample.roundTrip
                     answers += 1
                 }
-                sync.record(sample)
+                batch.append(sample)
             }
+            if !batch.isEmpty { sync.record(batch) }
         }
     }
 

@@ -55,19 +55,25 @@ public final class ClockSync: Sendable {
 
     func countIgnored() { ignored.add(1, ordering: .relaxed) }
 
-    public func record(_ sample: ClockSample) {
-        let accepted = state.withLockedValue { s in
+    public func record(_ sample: ClockSample) { record(CollectionOfOne(sample)) }
+
+    /// Exchanges that completed together, taken in one refit.
+    public func record(_ samples: some Collection<ClockSample>) {
+        let rejected = state.withLockedValue { s in
             // Every answer echoes a t1 this connection sent: one from before it, or from after the
             // answer arrived, is forged or replayed. The broadcaster's times are CLOCK_MONOTONIC
             // readings (never negative, never centuries), and it answers within a second.
-            guard sample.t1 >= s.connectedAt, sample.t1 <= sample.t4,
-                  Self.plausibleRemoteTime.contains(sample.t2), Self.plausibleRemoteTime.contains(sample.t3),
-                  sample.t2 <= sample.t3, sample.t3 - sample.t2 <= 1_000_000_000 else { return false }
-            s.estimator.add(sample)
+            let connectedAt = s.connectedAt
+            let plausible = samples.lazy.filter { sample in
+                sample.t1 >= connectedAt && sample.t1 <= sample.t4
+                    && Self.plausibleRemoteTime.contains(sample.t2) && Self.plausibleRemoteTime.contains(sample.t3)
+                    && sample.t2 <= sample.t3 && sample.t3 - sample.t2 <= 1_000_000_000
+            }
+            s.estimator.add(contentsOf: plausible)
             publish(s)
-            return true
+            return samples.count - plausible.count
         }
-        if !accepted { countIgnored() }
+        if rejected > 0 { ignored.add(rejected, ordering: .relaxed) }
     }
 
     /// The stream's timing, learnt from an audio chunk's presentation time and position.
