@@ -63,7 +63,7 @@ for n in "${counts[@]}"; do
   broadcaster=$!
   port=""
   for _ in $(seq 100); do
-    port=$(sed -n 's/^broadcasting .* on .*:\([0-9]*\) (.*/\1/p' "$dir/broadcaster.err")
+    port=$(sed -n 's/^broadcaster: broadcasting .* on .*:\([0-9]*\) (.*/\1/p' "$dir/broadcaster.err")
     [ -n "$port" ] && break
     sleep 0.1
   done
