@@ -26,6 +26,11 @@ public struct ClockEstimator: Sendable {
     static let minimumDriftSpan: Int64 = 500_000_000
     /// Crystals are good to ~±100 ppm each, so anything steeper is noise from a short, jittery span.
     static let maximumDrift = 500e-6
+    /// How far a one-way measurement may stray from the window's newest in the same direction: a
+    /// round trip's worth of queueing plus a window of the steepest drift. Beyond it the remote clock
+    /// jumped (a broken or hostile broadcaster; a restart is a new connection): not followed, and the
+    /// envelope's arithmetic never sees values far enough apart to overflow.
+    static let maximumStray: Int64 = maximumRoundTrip + Int64(Double(window) * maximumDrift)
 
     private var outbound = DelayEnvelope(capacity: sampleCapacity)
     private var inbound = DelayEnvelope(capacity: sampleCapacity)
@@ -51,7 +56,7 @@ public struct ClockEstimator: Sendable {
     public mutating func add(contentsOf samples: some Sequence<ClockSample>) {
         var newest: Int64?
         for sample in samples {
-            guard let (up, down) = Self.measurements(sample) else { continue }
+            guard let (up, down) = Self.measurements(sample), fits(up, outbound), fits(down, inbound) else { continue }
             let latest = inbound.count == 0 ? down.time : max(inbound[inbound.count - 1].time, down.time)
             let oldest = latest - Self.window
             guard up.time >= oldest, outbound.insert(up) else { continue }
@@ -102,6 +107,12 @@ public struct ClockEstimator: Sendable {
             }
         }
         return best.slope
+    }
+
+    private func fits(_ point: DelayEnvelope.Point, _ envelope: DelayEnvelope) -> Bool {
+        guard envelope.count > 0 else { return true }
+        let (stray, overflow) = point.value.subtractingReportingOverflow(envelope[envelope.count - 1].value)
+        return !overflow && stray.magnitude <= UInt64(Self.maximumStray)
     }
 
     /// A at t1 and B at t4, or nil for an exchange that can't be real.

@@ -193,6 +193,26 @@ final class ClockEnvelopeTests: XCTestCase {
         XCTAssertLessThanOrEqual(link.error(of: estimator, at: joinTime + 60 * millisecond), 20 * microsecond)
     }
 
+    /// A broadcaster whose clock leaps (broken or hostile: its times only have to look like
+    /// CLOCK_MONOTONIC readings) within one connection: the leap is not followed, and values as far
+    /// apart as 2⁶² never reach the envelope's arithmetic (they would overflow it).
+    func testARemoteClockThatLeapsIsNotFollowed() throws {
+        var estimator = ClockEstimator()
+        let remoteFar: Int64 = 1 << 62
+        for step: Int64 in 0..<50 {
+            let t1 = joinTime + step * 20 * millisecond
+            estimator.add(ClockSample(t1: t1, t2: remoteFar + t1 + 100_000, t3: remoteFar + t1 + 110_000, t4: t1 + 210_000))
+        }
+        let settled = try XCTUnwrap(estimator.mapping)
+        let now = joinTime + second
+        for leap: Int64 in [0, 5, 1 << 40] {
+            estimator.add(ClockSample(t1: now, t2: leap, t3: leap + 10_000, t4: now + 200_000))
+        }
+        XCTAssertEqual(estimator.samples, 50, "the leaps were not taken")
+        let mapping = try XCTUnwrap(estimator.mapping)
+        XCTAssertEqual(mapping.remote(fromLocal: now), settled.remote(fromLocal: now))
+    }
+
     /// linkNoise tells a quiet link from a jittery one, and sees queueing on one side only.
     func testLinkNoiseMeasuresQueueing() throws {
         let links: [(up: Int64, down: Int64, noise: ClosedRange<Int64>)] = [
