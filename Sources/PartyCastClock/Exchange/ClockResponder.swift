@@ -111,8 +111,9 @@ public final class ClockResponder: Sendable {
                     table.withLockedValue { $0.ignored += 1 }
                     continue
                 }
-                socket.send(bytes, to: received.from)
+                // Counted first: whoever reads the count after the answer arrived sees it.
                 table.withLockedValue { $0.answered += 1 }
+                socket.send(bytes, to: received.from)
             }
         }
     }
