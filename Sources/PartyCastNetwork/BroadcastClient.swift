@@ -111,7 +111,11 @@ final class BroadcastClient: Sendable {
                 }
             }
         // Completes on the channel's event loop, where the handler may be touched.
-        let connecting = bootstrap.connect(host: host, port: port).flatMapThrowing { channel in
+        // An address (--host, or what mDNS resolved) skips NIO's resolver: under load, a connect
+        // through it once failed with "notFound" for 127.0.0.1 (the hostile suite, 8 joining at once).
+        let channel = (try? SocketAddress(ipAddress: host, port: port)).map { bootstrap.connect(to: $0) }
+            ?? bootstrap.connect(host: host, port: port)
+        let connecting = channel.flatMapThrowing { channel in
             (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ClientHandler.self), eventLoop: channel.eventLoop))
         }
         connecting.whenComplete { result in
