@@ -167,22 +167,10 @@ down() {
   stop_pid "$state/watchdog.pid" -
   stop_pid "$state/netem.pid" "$near"
   [ -f "$state/netem.log" ] && grep -h '^partycast-netem: .* after ' "$state/netem.log" | tail -n 1 || true
-  local ns pid
+  local ns
   # Anything a test left running inside our namespaces: ours, by namespace.
-  for ns in "$near" "$far"; do
-    if [ -e "/run/netns/$ns" ]; then
-      for pid in $(ip netns pids "$ns" 2>/dev/null); do
-        echo "$pid" > "$state/stray.pid"
-        stop_pid "$state/stray.pid" "$ns"
-      done
-    fi
-  done
-  if [ -f "$state/namespaces" ]; then
-    while read -r ns; do
-      [ -n "$ns" ] && [ -e "/run/netns/$ns" ] && { ip netns del "$ns" || log "warning: could not delete namespace $ns"; }
-    done < "$state/namespaces"
-  fi
-  rm -rf "$state"
+  for ns in "$near" "$far"; do stop_strays "$ns" "$state/stray.pid"; done
+  delete_namespaces
 }
 
 status() {

@@ -48,3 +48,25 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
   wait_for 2 eval "! alive $pid" || log "warning: process $pid survived SIGKILL"
 }
+
+# Stops anything a test left running inside network namespace NS (ours, by namespace), one PID at
+# a time through FILE.
+stop_strays() {
+  local ns=$1 file=$2 pid
+  [ -e "/run/netns/$ns" ] || return 0
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do
+    echo "$pid" > "$file"
+    stop_pid "$file" "$ns"
+  done
+}
+
+# Deletes the namespaces this script recorded (by exact name) and its state directory.
+delete_namespaces() {
+  local ns
+  if [ -f "$state/namespaces" ]; then
+    while read -r ns; do
+      [ -n "$ns" ] && [ -e "/run/netns/$ns" ] && { ip netns del "$ns" || log "warning: could not delete namespace $ns"; }
+    done < "$state/namespaces"
+  fi
+  rm -rf "$state"
+}

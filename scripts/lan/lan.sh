@@ -167,7 +167,7 @@ up() {
 down() {
   [ -d "$state" ] || return 0
   stop_pid "$state/watchdog.pid" -
-  local d h pid
+  local d h
   for d in "$state"/*/; do
     h=$(basename "$d")
     [ -f "$d/avahi-daemon.conf" ] || [ -f "$d/holder.pid" ] || continue
@@ -176,19 +176,9 @@ down() {
     stop_pid "$d/holder.pid" "$h"
     stop_pid "$d/unshare.pid" "$h"
     # Anything a test left running inside this host (a publisher, say): ours, by namespace.
-    if [ -e "/run/netns/$h" ]; then
-      for pid in $(ip netns pids "$h" 2>/dev/null); do
-        echo "$pid" > "$d/stray.pid"
-        stop_pid "$d/stray.pid" "$h"
-      done
-    fi
+    stop_strays "$h" "$d/stray.pid"
   done
-  if [ -f "$state/namespaces" ]; then
-    while read -r ns; do
-      [ -n "$ns" ] && [ -e "/run/netns/$ns" ] && { ip netns del "$ns" || log "warning: could not delete namespace $ns"; }
-    done < "$state/namespaces"
-  fi
-  rm -rf "$state"
+  delete_namespaces
 }
 
 status() {
