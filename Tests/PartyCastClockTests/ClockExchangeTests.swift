@@ -25,7 +25,7 @@ final class ClockExchangeTests: XCTestCase {
     private func client() throws -> ClockSocket { try ClockSocket(connectingTo: "127.0.0.1", port: responder.port) }
 
     private func request(token: UInt64, sequence: UInt64, key: ClockDatagramKey? = nil, answer: Bool = false,
-                         padding: Data = Exchange.requestPadding) throws -> [UInt8] {
+                         padding: Data = Data(count: Exchange.requestPaddingBytes)) throws -> [UInt8] {
         var datagram = PCClockDatagram()
         datagram.token = token
         datagram.sequence = sequence

@@ -114,7 +114,7 @@ struct Exchange {
     static let recentRoundTrips = 32
     /// What an answer adds to its request — t2 and t3 (9 bytes each) and `answer` (2) — less the
     /// padding field's own tag and length.
-    static let requestPadding = Data(count: 18)
+    static let requestPaddingBytes = 18
 
     private let datagrams: ClockRequester.Datagrams?
     private let sync: ClockSync
@@ -209,7 +209,7 @@ struct Exchange {
         request.token = datagrams.token
         request.sequence = nextSequence
         nextSequence &+= 1
-        request.padding = Exchange.requestPadding
+        request.padding = Data(count: Exchange.requestPaddingBytes)
         request.t1 = sync.clock.now()
         datagrams.key?.sign(&request)
         inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, request.t1)
