@@ -2,7 +2,8 @@
 /// there is no negotiation, so a change to the meaning of any message bumps it.
 /// 2: the party key handshake (Hello.has_key/listener_nonce, KeyChallenge, KeyProof).
 /// 3: clock exchanges over UDP (Welcome.clock_port/clock_token, ClockDatagram), TCP as the fallback.
-public let partyCastProtocolVersion: UInt32 = 3
+/// 4: the live timeline (Withdraw, Gain, PartyState, ListenerSettings; Metadata.start_position).
+public let partyCastProtocolVersion: UInt32 = 4
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and

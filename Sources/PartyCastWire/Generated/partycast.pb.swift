@@ -246,6 +246,38 @@ public nonisolated struct PCEnvelope: Sendable {
     set {body = .keyProof(newValue)}
   }
 
+  public var withdraw: PCWithdraw {
+    get {
+      if case .withdraw(let v)? = body {return v}
+      return PCWithdraw()
+    }
+    set {body = .withdraw(newValue)}
+  }
+
+  public var gain: PCGain {
+    get {
+      if case .gain(let v)? = body {return v}
+      return PCGain()
+    }
+    set {body = .gain(newValue)}
+  }
+
+  public var partyState: PCPartyState {
+    get {
+      if case .partyState(let v)? = body {return v}
+      return PCPartyState()
+    }
+    set {body = .partyState(newValue)}
+  }
+
+  public var listenerSettings: PCListenerSettings {
+    get {
+      if case .listenerSettings(let v)? = body {return v}
+      return PCListenerSettings()
+    }
+    set {body = .listenerSettings(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -262,6 +294,10 @@ public nonisolated struct PCEnvelope: Sendable {
     case status(PCStatus)
     case keyChallenge(PCKeyChallenge)
     case keyProof(PCKeyProof)
+    case withdraw(PCWithdraw)
+    case gain(PCGain)
+    case partyState(PCPartyState)
+    case listenerSettings(PCListenerSettings)
 
   }
 
@@ -427,6 +463,12 @@ public nonisolated struct PCMetadata: Sendable {
 
   public var streamIndex: UInt32 = 0
 
+  /// The timeline position where this song is heard from (its first frame, or the frame a seek
+  /// landed on), and which frame of the song plays there.
+  public var startPosition: UInt64 = 0
+
+  public var songFrame: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -534,6 +576,9 @@ public nonisolated struct PCStatus: Sendable {
   /// Media position, in frames, of the last frame played.
   public var playedPosition: UInt64 = 0
 
+  /// The speaker delay this listener plays ahead of (its --latency-offset, or what the remote set).
+  public var latencyOffsetMilliseconds: Int32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -580,6 +625,69 @@ public nonisolated struct PCClockDatagram: Sendable {
   public init() {}
 }
 
+/// Broadcaster → listener: the audio from timeline position `from_position` on is withdrawn (pause,
+/// skip, seek): drop whatever is held of it, so none of it is heard. What follows on the connection
+/// replaces it, from `from_position` (skip, seek) or from a later position (a pause, resumed).
+public nonisolated struct PCWithdraw: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var fromPosition: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Broadcaster → one listener: its gain from timeline position `at_position` on: the party volume ×
+/// its own volume, 0 while muted or paused. Reached by a linear ramp over `ramp_frames` from what it
+/// is at `at_position`. Each message starts at or after the previous one's `at_position`.
+public nonisolated struct PCGain: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var atPosition: UInt64 = 0
+
+  /// Linear amplitude, 0…1.
+  public var gain: Float = 0
+
+  public var rampFrames: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Broadcaster → listener: the party's state for the listener's status line; sent on joining and on
+/// every change.
+public nonisolated struct PCPartyState: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var paused: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Broadcaster → one listener: what the remote set for it.
+public nonisolated struct PCListenerSettings: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The speaker's own delay after the sound card, played that much earlier (−2000…2000).
+  public var latencyOffsetMilliseconds: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "partycast"
@@ -594,7 +702,7 @@ nonisolated extension PCErrorCode: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0\u{3}key_challenge\0\u{3}key_proof\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0\u{3}key_challenge\0\u{3}key_proof\0\u{1}withdraw\0\u{1}gain\0\u{3}party_state\0\u{3}listener_settings\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -771,6 +879,58 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
           self.body = .keyProof(v)
         }
       }()
+      case 14: try {
+        var v: PCWithdraw?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .withdraw(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .withdraw(v)
+        }
+      }()
+      case 15: try {
+        var v: PCGain?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .gain(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .gain(v)
+        }
+      }()
+      case 16: try {
+        var v: PCPartyState?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .partyState(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .partyState(v)
+        }
+      }()
+      case 17: try {
+        var v: PCListenerSettings?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .listenerSettings(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .listenerSettings(v)
+        }
+      }()
       default: break
       }
     }
@@ -833,6 +993,22 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     case .keyProof?: try {
       guard case .keyProof(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
+    case .withdraw?: try {
+      guard case .withdraw(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+    }()
+    case .gain?: try {
+      guard case .gain(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+    }()
+    case .partyState?: try {
+      guard case .partyState(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+    }()
+    case .listenerSettings?: try {
+      guard case .listenerSettings(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
     }()
     case nil: break
     }
@@ -1143,7 +1319,7 @@ nonisolated extension PCAudioChunk: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension PCMetadata: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Metadata"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}title\0\u{1}artist\0\u{1}album\0\u{3}duration_frames\0\u{3}stream_index\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}title\0\u{1}artist\0\u{1}album\0\u{3}duration_frames\0\u{3}stream_index\0\u{3}start_position\0\u{3}song_frame\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1156,6 +1332,8 @@ nonisolated extension PCMetadata: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       case 3: try { try decoder.decodeSingularStringField(value: &self.album) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.durationFrames) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.streamIndex) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.startPosition) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.songFrame) }()
       default: break
       }
     }
@@ -1177,6 +1355,12 @@ nonisolated extension PCMetadata: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     if self.streamIndex != 0 {
       try visitor.visitSingularUInt32Field(value: self.streamIndex, fieldNumber: 5)
     }
+    if self.startPosition != 0 {
+      try visitor.visitSingularUInt64Field(value: self.startPosition, fieldNumber: 6)
+    }
+    if self.songFrame != 0 {
+      try visitor.visitSingularUInt64Field(value: self.songFrame, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1186,6 +1370,8 @@ nonisolated extension PCMetadata: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     if lhs.album != rhs.album {return false}
     if lhs.durationFrames != rhs.durationFrames {return false}
     if lhs.streamIndex != rhs.streamIndex {return false}
+    if lhs.startPosition != rhs.startPosition {return false}
+    if lhs.songFrame != rhs.songFrame {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1368,7 +1554,7 @@ nonisolated extension PCClockResponse: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1380,6 +1566,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
       case 2: try { try decoder.decodeSingularInt32Field(value: &self._syncErrorMicroseconds) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.underruns) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.playedPosition) }()
+      case 5: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
       default: break
       }
     }
@@ -1402,6 +1589,9 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if self.playedPosition != 0 {
       try visitor.visitSingularUInt64Field(value: self.playedPosition, fieldNumber: 4)
     }
+    if self.latencyOffsetMilliseconds != 0 {
+      try visitor.visitSingularSInt32Field(value: self.latencyOffsetMilliseconds, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1410,6 +1600,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if lhs._syncErrorMicroseconds != rhs._syncErrorMicroseconds {return false}
     if lhs.underruns != rhs.underruns {return false}
     if lhs.playedPosition != rhs.playedPosition {return false}
+    if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1475,6 +1666,136 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.answer != rhs.answer {return false}
     if lhs.mac != rhs.mac {return false}
     if lhs.padding != rhs.padding {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCWithdraw: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Withdraw"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}from_position\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.fromPosition) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.fromPosition != 0 {
+      try visitor.visitSingularUInt64Field(value: self.fromPosition, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCWithdraw, rhs: PCWithdraw) -> Bool {
+    if lhs.fromPosition != rhs.fromPosition {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCGain: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Gain"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}at_position\0\u{1}gain\0\u{3}ramp_frames\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.atPosition) }()
+      case 2: try { try decoder.decodeSingularFloatField(value: &self.gain) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.rampFrames) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.atPosition != 0 {
+      try visitor.visitSingularUInt64Field(value: self.atPosition, fieldNumber: 1)
+    }
+    if self.gain.bitPattern != 0 {
+      try visitor.visitSingularFloatField(value: self.gain, fieldNumber: 2)
+    }
+    if self.rampFrames != 0 {
+      try visitor.visitSingularUInt32Field(value: self.rampFrames, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCGain, rhs: PCGain) -> Bool {
+    if lhs.atPosition != rhs.atPosition {return false}
+    if lhs.gain != rhs.gain {return false}
+    if lhs.rampFrames != rhs.rampFrames {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCPartyState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PartyState"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}paused\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.paused) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.paused != false {
+      try visitor.visitSingularBoolField(value: self.paused, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCPartyState, rhs: PCPartyState) -> Bool {
+    if lhs.paused != rhs.paused {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCListenerSettings: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListenerSettings"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}latency_offset_milliseconds\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.latencyOffsetMilliseconds != 0 {
+      try visitor.visitSingularSInt32Field(value: self.latencyOffsetMilliseconds, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCListenerSettings, rhs: PCListenerSettings) -> Bool {
+    if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

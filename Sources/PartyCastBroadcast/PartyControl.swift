@@ -1,0 +1,125 @@
+/// What the party's remotes (the HTTP API, the web page, `broadcaster ctl`) may ask of it. Every
+/// command goes through the party's one command queue (`Party`), which validates it, applies it at
+/// a timeline position every listener hears at the same instant, and answers with the new state.
+public enum PartyCommand: Sendable, Equatable {
+    case pause
+    case resume
+    case next
+    /// The previous song, or the start of this one when more than a few seconds of it were heard.
+    case previous
+    /// Within the current song, in seconds from its start.
+    case seek(seconds: Double)
+    /// Jumps to an item of the queue.
+    case play(item: Int)
+    /// Appends a file: a path under `--library`, or one the broadcaster was started with.
+    case add(path: String)
+    case remove(item: Int)
+    /// Moves an item to `index` in the queue (0 is the first).
+    case move(item: Int, index: Int)
+    /// The whole party's volume, 0…100.
+    case partyVolume(percent: Int)
+    /// One listener's volume, 0…100; listeners are named by `ListenerView.id`, or by name when unique.
+    case listenerVolume(listener: String, percent: Int)
+    case mute(listener: String, muted: Bool)
+    /// The speaker's own delay after the sound card, −2000…2000 ms: played that much earlier.
+    case latencyOffset(listener: String, milliseconds: Int)
+}
+
+/// Why a command was refused: the party plays on unchanged.
+public struct PartyCommandError: Error, Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// An unknown listener, queue item or file (HTTP 404).
+        case notFound
+        /// A value out of range, or a command that makes no sense now (HTTP 400).
+        case invalid
+        /// A name that matches several listeners (HTTP 409).
+        case ambiguous
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+}
+
+/// The party as its remotes show it. `revision` grows with every change.
+public struct PartySnapshot: Sendable, Equatable, Codable {
+    public struct Item: Sendable, Equatable, Codable {
+        public var id: Int
+        public var title: String
+        public var artist: String?
+        public var album: String?
+        public var durationSeconds: Double?
+        /// Whether `GET /api/items/{id}/cover` has a picture (ID3 APIC).
+        public var hasCover: Bool
+
+        public init(id: Int, title: String, artist: String? = nil, album: String? = nil, durationSeconds: Double? = nil, hasCover: Bool = false) {
+            self.id = id
+            self.title = title
+            self.artist = artist
+            self.album = album
+            self.durationSeconds = durationSeconds
+            self.hasCover = hasCover
+        }
+    }
+
+    public struct Listener: Sendable, Equatable, Codable {
+        /// Stable across the listener's reconnects.
+        public var id: String
+        public var name: String
+        public var host: String
+        public var address: String
+        public var volume: Int
+        public var muted: Bool
+        public var latencyOffsetMilliseconds: Int
+        public var bufferMilliseconds: Int?
+        public var syncErrorMicroseconds: Int?
+
+        public init(id: String, name: String, host: String, address: String, volume: Int, muted: Bool,
+                    latencyOffsetMilliseconds: Int, bufferMilliseconds: Int?, syncErrorMicroseconds: Int?) {
+            self.id = id
+            self.name = name
+            self.host = host
+            self.address = address
+            self.volume = volume
+            self.muted = muted
+            self.latencyOffsetMilliseconds = latencyOffsetMilliseconds
+            self.bufferMilliseconds = bufferMilliseconds
+            self.syncErrorMicroseconds = syncErrorMicroseconds
+        }
+    }
+
+    public var revision: UInt64 = 0
+    public var name = ""
+    public var paused = false
+    /// The party's volume, 0…100.
+    public var volume = 100
+    /// The item heard now (nil before the first and after the last).
+    public var current: Int?
+    /// Seconds of the current item heard when this snapshot was taken; it advances in real time
+    /// unless `paused`.
+    public var elapsedSeconds = 0.0
+    public var queue: [Item] = []
+    public var listeners: [Listener] = []
+    /// True once the queue has played out and the broadcast is over.
+    public var ended = false
+
+    public init() {}
+}
+
+/// The seam between the party and its remotes: implemented by `Party`.
+public protocol PartyControl: Sendable {
+    /// Queues a command and waits for the party to apply or refuse it.
+    func perform(_ command: PartyCommand) async -> Result<PartySnapshot, PartyCommandError>
+    var snapshot: PartySnapshot { get }
+    /// Every snapshot from now on, the current one first; changes that come faster than the reader
+    /// takes them are coalesced (the newest wins).
+    func snapshots() -> AsyncStream<PartySnapshot>
+    /// Files that `add` accepts: under `--library` and those the broadcaster was started with.
+    var library: [String] { get }
+    /// The picture of an item (ID3 APIC): MIME type and bytes.
+    func cover(item: Int) -> (mimeType: String, bytes: [UInt8])?
+}
