@@ -151,6 +151,10 @@ struct ConnectionGate {
         case .status: "a status report"
         case .keyChallenge: "a key challenge"
         case .keyProof: "a key proof"
+        case .withdraw: "a withdrawal"
+        case .gain: "a gain"
+        case .partyState: "the party's state"
+        case .listenerSettings: "listener settings"
         }
     }
 }
