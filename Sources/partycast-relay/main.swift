@@ -73,6 +73,10 @@ func kind(_ envelope: PCEnvelope) -> String {
     case .status: "Status"
     case .keyChallenge: "KeyChallenge"
     case .keyProof: "KeyProof"
+    case .withdraw: "Withdraw"
+    case .gain: "Gain"
+    case .partyState: "PartyState"
+    case .listenerSettings: "ListenerSettings"
     case nil: "Unknown"
     }
 }

@@ -85,9 +85,20 @@ final class WireFramingTests: XCTestCase {
         challenge.broadcasterNonce = Data(repeating: 7, count: 32); challenge.broadcasterProof = Data(repeating: 9, count: 32)
         var proof = PCKeyProof()
         proof.listenerProof = Data(repeating: 5, count: 32)
+        metadata.startPosition = 1 << 40; metadata.songFrame = 4800
+        status.latencyOffsetMilliseconds = -250
+        var withdraw = PCWithdraw()
+        withdraw.fromPosition = 1 << 47
+        var gain = PCGain()
+        gain.atPosition = 96_000; gain.gain = 0.25; gain.rampFrames = 480
+        var party = PCPartyState()
+        party.paused = true
+        var settings = PCListenerSettings()
+        settings.latencyOffsetMilliseconds = -2000
         return [.hello(hello), .welcome(welcome), .streamFormat(format), .audioChunk(chunk), .metadata(metadata), .endOfStream(end),
                 .goodbye(goodbye), .error(error), .clockRequest(request), .clockResponse(response), .status(status),
-                .keyChallenge(challenge), .keyProof(proof)].map(envelope)
+                .keyChallenge(challenge), .keyProof(proof), .withdraw(withdraw), .gain(gain), .partyState(party),
+                .listenerSettings(settings)].map(envelope)
     }
 
     /// Exhaustive, so a message added to the proto fails to compile here until `everyMessage` has it.
@@ -106,6 +117,10 @@ final class WireFramingTests: XCTestCase {
         case .status: "status"
         case .keyChallenge: "keyChallenge"
         case .keyProof: "keyProof"
+        case .withdraw: "withdraw"
+        case .gain: "gain"
+        case .partyState: "partyState"
+        case .listenerSettings: "listenerSettings"
         }
     }
 
