@@ -150,7 +150,7 @@ struct ControlAPI: Sendable {
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer: body))
         } catch let error as DecodingError {
-            throw APIError(.badRequest, Self.describe(error))
+            throw APIError(.badRequest, Self.describe(error, body: Data(buffer: body)))
         }
     }
 
@@ -177,14 +177,20 @@ struct ControlAPI: Sendable {
     }
 
     /// One line that names the field at fault, for the remote to show as it is.
-    static func describe(_ error: DecodingError) -> String {
+    static func describe(_ error: DecodingError, body: Data) -> String {
         func field(_ path: [any CodingKey]) -> String { path.map(\.stringValue).joined(separator: ".") }
         switch error {
         case .keyNotFound(let key, _): return "missing field \"\(key.stringValue)\""
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object"
         case .typeMismatch(let type, let context): return "\"\(field(context.codingPath))\" must be \(describe(type))"
         case .valueNotFound(let type, let context): return "\"\(field(context.codingPath))\" must be \(describe(type)), not null"
-        case .dataCorrupted(let context):
-            return context.codingPath.isEmpty ? "the body is not JSON" : "\"\(field(context.codingPath))\" is not valid: \(context.debugDescription)"
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return "\"\(field(context.codingPath))\" is not valid: \(context.debugDescription)"
+        case .dataCorrupted:
+            // Foundation says "not valid JSON" too for a number that does not fit its field (1.5 for a whole number).
+            return (try? JSONSerialization.jsonObject(with: body, options: .fragmentsAllowed)) == nil
+                ? "the body is not JSON" : "a value does not fit its field (a fraction where a whole number is wanted?)"
         @unknown default: return "the body is not what this route takes"
         }
     }

@@ -7,6 +7,7 @@ import NIOHTTP1
 import PartyCastBroadcast
 import PartyCastControl
 import PartyCastCore
+import PartyCastTestSupport
 import PartyCastWire
 import XCTest
 
@@ -109,13 +110,14 @@ final class ControlServerTests: XCTestCase {
         let cases: [(String, String, String)] = [
             ("/api/seek", "{", "not JSON"),
             ("/api/seek", "", "not JSON"),
-            ("/api/seek", "null", "not JSON"),
+            ("/api/seek", "null", "must be a JSON object"),
+            ("/api/seek", "42", "must be a JSON object"),
             ("/api/seek", #"{"seconds": "soon"}"#, "\"seconds\" must be a number"),
             ("/api/seek", #"{"second": 3}"#, "missing field \"seconds\""),
             ("/api/seek", #"{"seconds": null}"#, "\"seconds\" must be a number, not null"),
             ("/api/queue", #"{"path": 7}"#, "\"path\" must be a string"),
-            ("/api/queue", "[]", "an object"),
-            ("/api/queue/2/move", #"{"index": 1.5}"#, "\"index\""),
+            ("/api/queue", "[]", "must be a JSON object"),
+            ("/api/queue/2/move", #"{"index": 1.5}"#, "a whole number"),
             ("/api/queue/abc/move", #"{"index": 1}"#, "whole number"),
         ]
         for (path, body, message) in cases {
@@ -243,6 +245,59 @@ final class ControlServerTests: XCTestCase {
         }
         let snapshots = try accepted.messages.map { try JSONDecoder().decode(PartySnapshot.self, from: Data($0.utf8)) }
         XCTAssertEqual(snapshots.map(\.current), [1, 2])
+    }
+
+    // MARK: - broadcaster ctl
+
+    /// The real command line against the live server: the party's answers, its refusals' messages
+    /// as one line, and the exit statuses scripts can rely on.
+    func testCtlDrivesTheRemoteAndExitsByTheAnswer() throws {
+        let url = "http://127.0.0.1:\(server.port)"
+        func ctl(_ arguments: String..., environment: [String: String]? = nil) throws -> ProcessResult {
+            try runProcess(productPath("broadcaster"), ["ctl", "--url", url] + arguments, timeout: 30, environment: environment)
+        }
+        var result = try ctl("pause")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdout, "paused: \"First Song\" by Artist A  00:12 / 03:00  volume 100%\n")
+        XCTAssertEqual(try ctl("volume", "Living Room", "30").status, 0)
+        XCTAssertEqual(try ctl("volume", "45%").status, 0)
+        XCTAssertEqual(try ctl("seek", "61").status, 0)
+        XCTAssertEqual(try ctl("add", "music/one.mp3").status, 0)
+        XCTAssertEqual(try ctl("unmute", "L3").status, 0)
+        XCTAssertEqual(try ctl("next").status, 0)
+        XCTAssertEqual(party.performed, [.pause, .listenerVolume(listener: "Living Room", percent: 30), .partyVolume(percent: 45),
+                                         .seek(seconds: 61), .add(path: "music/one.mp3"), .mute(listener: "L3", muted: false), .next])
+
+        result = try ctl("status")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        for line in ["Test Party", "queue:", "▶ [2] \"Second Song\" by Artist B", "[L1] Kitchen (kitchen)  volume 80%", "[L3] Garden (garden-a)  volume 60%  offset"] {
+            XCTAssertTrue(result.stdout.contains(line), "\(line) in:\n\(result.stdout)")
+        }
+
+        result = try ctl("seek", "999")
+        XCTAssertEqual(result.status, 10)
+        XCTAssertEqual(result.stderr, "broadcaster: error [invalid-argument]: 999.0 s is past the end of \"Second Song\" (200 s)\n")
+        result = try ctl("mute", "ghost")
+        XCTAssertEqual(result.status, 10)
+        XCTAssertEqual(result.stderr, "broadcaster: error [invalid-argument]: no listener \"ghost\"\n")
+        XCTAssertEqual(try ctl("volume", "Garden", "5").status, 10, "an ambiguous name")
+        XCTAssertEqual(try ctl("frobnicate").status, 64, "a usage error, before any request")
+        XCTAssertEqual(try ctl("seek").status, 64)
+
+        let nobody = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(freePort())", "pause"], timeout: 30)
+        XCTAssertEqual(nobody.status, 7)
+        XCTAssertTrue(nobody.stderr.hasPrefix("broadcaster: error [io]: cannot reach the party's remote control"), nobody.stderr)
+
+        try restart(key: PartyKey(secret: secret))
+        let url2 = "http://127.0.0.1:\(server.port)"
+        let locked = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "pause"], timeout: 30)
+        XCTAssertEqual(locked.status, 12)
+        XCTAssertTrue(locked.stderr.contains("this party is private"), locked.stderr)
+        let wrong = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "--key", "not the key", "status"], timeout: 30)
+        XCTAssertEqual(wrong.status, 12)
+        let keyed = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "resume"], timeout: 30, environment: ["PARTYCAST_KEY": secret])
+        XCTAssertEqual(keyed.status, 0, keyed.stderr)
+        XCTAssertEqual(party.performed.last, .resume)
     }
 
     // MARK: - Lifecycle

@@ -53,6 +53,18 @@ async function command(method, path, body) {
   if (answer && typeof answer.revision === "number") render(answer);
 }
 
+// A slider sends many values while it moves: one request per target at a time, and only the
+// newest value once that answers, so the party ends where the slider did, in order.
+const inFlight = new Map();   // path → the newest waiting {method, body}, or null
+async function latest(method, path, body) {
+  if (inFlight.has(path)) { inFlight.set(path, { method, body }); return; }
+  inFlight.set(path, null);
+  await command(method, path, body);
+  const waiting = inFlight.get(path);
+  inFlight.delete(path);
+  if (waiting) latest(waiting.method, path, waiting.body);
+}
+
 function clock(seconds) {
   if (!Number.isFinite(seconds) || seconds < 0) return "--:--";
   const total = Math.floor(seconds);
@@ -166,7 +178,7 @@ function renderListeners(next) {
       row.dataset.testid = "listener-" + listener.id;
       const path = "listeners/" + encodeURIComponent(listener.id);
       $(".volume", row).addEventListener("input", (event) => { $(".volume-value", row).textContent = event.target.value; });
-      $(".volume", row).addEventListener("change", (event) => command("PUT", path + "/volume", { percent: Number(event.target.value) }));
+      $(".volume", row).addEventListener("change", (event) => latest("PUT", path + "/volume", { percent: Number(event.target.value) }));
       $(".mute", row).addEventListener("click", (event) =>
         command("PUT", path + "/mute", { muted: event.currentTarget.getAttribute("aria-pressed") !== "true" }));
       $(".latency", row).addEventListener("change", (event) =>
@@ -260,11 +272,11 @@ $("#previous").onclick = () => command("POST", "previous");
 $("#seek").addEventListener("pointerdown", () => { seeking = true; });
 $("#seek").addEventListener("input", (event) => { seeking = true; $("#elapsed").textContent = clock(Number(event.target.value)); });
 $("#seek").addEventListener("change", async (event) => {
-  await command("POST", "seek", { seconds: Number(event.target.value) });
+  await latest("POST", "seek", { seconds: Number(event.target.value) });
   seeking = false;
 });
 $("#party-volume").addEventListener("input", (event) => { $("#party-volume-value").textContent = event.target.value; });
-$("#party-volume").addEventListener("change", (event) => command("PUT", "volume", { percent: Number(event.target.value) }));
+$("#party-volume").addEventListener("change", (event) => latest("PUT", "volume", { percent: Number(event.target.value) }));
 $("#library-filter").addEventListener("input", filterLibrary);
 
 requestAnimationFrame(tick);
