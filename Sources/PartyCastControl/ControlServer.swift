@@ -22,6 +22,9 @@ public final class ControlServer: Sendable {
     /// Blocks the calling thread until then: call it from a plain thread, not an event loop.
     public init(control: any PartyControl, host: String, port: Int, key: PartyKey?, logger: Logger) throws(PartyCastError) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // Hummingbird's own start and stop lines would repeat what the broadcaster says itself.
+        var serverLogger = logger
+        if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
         let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger))
         let bound = group.next().makePromise(of: Int.self)
         let stopped = group.next().makePromise(of: Void.self)
@@ -31,9 +34,9 @@ public final class ControlServer: Sendable {
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
             eventLoopGroupProvider: .shared(group),
-            logger: logger)
+            logger: serverLogger)
         // No signals: the broadcaster handles Ctrl-C itself and shuts this server down.
-        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let services = ServiceGroup(configuration: .init(services: [app], logger: serverLogger))
         running = Task.detached {
             do {
                 try await services.run()

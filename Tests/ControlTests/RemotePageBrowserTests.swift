@@ -3,6 +3,7 @@ import Logging
 import PartyCastBroadcast
 import PartyCastControl
 import PartyCastTestSupport
+import PartyCastWire
 import XCTest
 
 /// The web page in headless Chromium (Tests/Browser/remote_test.py): against a real broadcaster
@@ -14,6 +15,17 @@ final class RemotePageBrowserTests: XCTestCase {
         .appendingPathComponent("../Browser/remote_test.py").standardized.path
 
     func testThePageShowsTheTitlePausesAndMovesAListenersVolume() throws {
+        try drive(key: nil)
+    }
+
+    /// The page asks for the key (the script types it), then sends it on every request and as the
+    /// WebSocket's first message. Only against the recording party: a real one sets its own key.
+    func testAPrivatePartysPageAsksForTheKeyOnce() throws {
+        guard ProcessInfo.processInfo.environment["PARTYCAST_REMOTE_URL"] == nil else { throw XCTSkip("runs against the recording party only") }
+        try drive(key: "a private party key")
+    }
+
+    private func drive(key: String?) throws {
         try Self.ensureBrowser()
         let environment = ProcessInfo.processInfo.environment
         let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? NSTemporaryDirectory() + "partycast-remote-\(UUID().uuidString).png"
@@ -23,7 +35,9 @@ final class RemotePageBrowserTests: XCTestCase {
         var variables = ["PARTYCAST_SCREENSHOT": screenshot]
         if environment["PARTYCAST_REMOTE_URL"] == nil {
             party = RecordingParty()
-            server = try ControlServer(control: party!, host: "127.0.0.1", port: 0, key: nil, logger: Logger(label: "browser-test"))
+            server = try ControlServer(control: party!, host: "127.0.0.1", port: 0, key: key.map(PartyKey.init(secret:)),
+                                       logger: Logger(label: "browser-test"))
+            if let key { variables["PARTYCAST_KEY"] = key }
             variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
             variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
         }

@@ -278,6 +278,7 @@ $("#seek").addEventListener("change", async (event) => {
 $("#party-volume").addEventListener("input", (event) => { $("#party-volume-value").textContent = event.target.value; });
 $("#party-volume").addEventListener("change", (event) => latest("PUT", "volume", { percent: Number(event.target.value) }));
 $("#library-filter").addEventListener("input", filterLibrary);
+$("#cover").addEventListener("error", () => { $("#cover").hidden = true; });
 
 requestAnimationFrame(tick);
 start();
