@@ -27,6 +27,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         systemLibrary("CMPG123", pkgConfig: "libmpg123", apt: "libmpg123-dev"),
@@ -113,9 +117,20 @@ let package = Package(
             "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
+        .target(name: "PartyCastControl", dependencies: [
+            "PartyCastBroadcast", "PartyCastCore", "PartyCastWire",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
 
         // Fixture paths, process running, audio reading and SNR for the tests.
@@ -136,5 +151,13 @@ let package = Package(
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
+        // The remote control's HTTP mapping against a recording PartyControl, over a live server.
+        .testTarget(name: "ControlTests", dependencies: [
+            "PartyCastControl", "PartyCastBroadcast", "PartyCastWire", "PartyCastTestSupport",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+        ]),
     ]
 )

@@ -21,7 +21,8 @@ public struct PartyKeyOptions: ParsableArguments {
         }
     }
 
-    private var resolvedSecret: String? {
+    /// The secret's text, for the remote control's `Authorization: Bearer` header.
+    public var resolvedSecret: String? {
         if let secret { return secret }
         guard let value = getenv("PARTYCAST_KEY") else { return nil }
         let fromEnvironment = String(cString: value)

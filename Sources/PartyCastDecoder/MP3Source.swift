@@ -18,6 +18,8 @@ public final class MP3Source: PCMSource {
 
     public private(set) var format: AudioFormat?
     public private(set) var tags = TrackTags()
+    /// The ID3v2 tag's picture (front cover preferred), known once `prepare()` has returned.
+    public var cover: CoverArt? { parser.cover }
     public private(set) var streamInfo: StreamInfo?
     private var samplesPerFrame = 1152
     private var firstAudioOffset: Int64?

@@ -4,6 +4,9 @@ import PartyCastCore
 enum ID3 {
     /// Text frames longer than this are skipped rather than kept.
     static let maxTextFrame = 4096
+    /// Pictures larger than this are skipped: a cover is a few hundred KiB, and the parser holds
+    /// a picture's whole frame in memory before decoding it.
+    static let maxPictureFrame = 4 << 20
 
     static func synchsafe(_ b: ArraySlice<UInt8>) -> Int {
         b.reduce(0) { $0 << 7 | Int($1 & 0x7F) }
@@ -43,6 +46,57 @@ enum ID3 {
         }
         let trimmed = string.trimmingSpaces
         return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// A picture frame's body: APIC (encoding, MIME type, picture type, description, data) or, in
+    /// ID3v2.2, PIC (a three-letter image format in place of the MIME type). Nil when malformed or empty.
+    static func picture(_ body: ArraySlice<UInt8>, version: UInt8) -> CoverArt? {
+        var p = body.startIndex
+        guard p < body.endIndex else { return nil }
+        let encoding = body[p]
+        p += 1
+        let claimed: ArraySlice<UInt8>
+        if version == 2 {
+            guard body.endIndex - p >= 3 else { return nil }
+            claimed = body[p..<p + 3]
+            p += 3
+        } else {
+            guard let end = body[p...].firstIndex(of: 0) else { return nil }
+            claimed = body[p..<end]
+            p = end + 1
+        }
+        guard p < body.endIndex else { return nil }
+        let pictureType = body[p]
+        p += 1
+        // The description ends with a terminator of its encoding's width: two zero bytes, aligned, for UTF-16.
+        if encoding == 1 || encoding == 2 {
+            while p + 1 < body.endIndex, body[p] != 0 || body[p + 1] != 0 { p += 2 }
+            p += 2
+        } else {
+            guard let end = body[p...].firstIndex(of: 0) else { return nil }
+            p = end + 1
+        }
+        guard p < body.endIndex else { return nil }
+        let data = body[p...]
+        return CoverArt(mimeType: imageType(of: data, claimed: claimed), pictureType: pictureType, bytes: Array(data))
+    }
+
+    /// The picture's type from its first bytes, which cannot lie about what a browser will decode;
+    /// failing that the tag's claim, kept only if it looks like a MIME type.
+    static func imageType(of data: ArraySlice<UInt8>, claimed: ArraySlice<UInt8>) -> String {
+        let magic: [(String, [UInt8?])] = [
+            ("image/jpeg", [0xFF, 0xD8, 0xFF]), ("image/png", [0x89, 0x50, 0x4E, 0x47]), ("image/gif", Array("GIF8".utf8)),
+            ("image/webp", Array("RIFF".utf8) + [nil, nil, nil, nil] + Array("WEBP".utf8)), ("image/bmp", Array("BM".utf8)),
+        ]
+        for (type, prefix) in magic where data.count >= prefix.count
+            && zip(data, prefix).allSatisfy({ $1 == nil || $0 == $1 }) {
+            return type
+        }
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.+-/".utf8)
+        let text = String(decoding: claimed.prefix(64), as: UTF8.self).lowercased()
+        guard text.utf8.allSatisfy(allowed.contains), text.split(separator: "/", omittingEmptySubsequences: false).count == 2,
+              !text.hasPrefix("/"), !text.hasSuffix("/") else { return "application/octet-stream" }
+        return text
     }
 
     /// An ID3v1 tag: 128 bytes starting "TAG".

@@ -53,6 +53,9 @@ public struct MP3Parser: Sendable {
     private var tags = TrackTags()
     private var id3v2Claimed = 0
 
+    /// The ID3v2 tag's picture: its front cover, else its first picture. Set while the tag is
+    /// parsed, so it is there once the first frame is.
+    public private(set) var cover: CoverArt?
     public private(set) var skippedBytes: Int64 = 0
     public private(set) var framesParsed = 0
     public private(set) var bytesPushed: Int64 = 0
@@ -151,7 +154,22 @@ public struct MP3Parser: Sendable {
                 case "TALB", "TAL": \.album
                 default: nil
                 }
-                if let wanted, size <= ID3.maxTextFrame {
+                // A picture's body is read as stored only when no format flag (compression, encryption,
+                // unsynchronisation, grouping, data length) changes it; the others are skipped.
+                let plainBody = version == 2 || h[head + 9] == 0
+                if id == "APIC" || id == "PIC", plainBody, size <= ID3.maxPictureFrame, cover?.pictureType != 3 {
+                    guard available >= headerLength + size else {
+                        if isFinished { throw truncatedTagError(remaining: remaining) }
+                        return nil
+                    }
+                    let start = head + headerLength
+                    if let picture = ID3.picture(buffer[start..<start + size], version: version), cover == nil || picture.pictureType == 3 {
+                        cover = picture
+                    }
+                    head += headerLength + size
+                    remaining -= headerLength + size
+                    state = .id3(remaining: remaining, version: version, skipping: 0)
+                } else if let wanted, size <= ID3.maxTextFrame {
                     guard available >= headerLength + size else {
                         if isFinished { throw truncatedTagError(remaining: remaining) }
                         return nil

@@ -18,6 +18,12 @@ public struct PartyKey: Sendable {
                                      outputByteCount: 32)
     }
 
+    /// Whether both were derived from the same secret: the remote control's check of a presented key.
+    /// Compares the derived keys (never the secrets) in constant time, as SymmetricKey's == does.
+    public func matches(_ other: PartyKey) -> Bool {
+        key == other.key
+    }
+
     /// 32 bytes from the system's cryptographic random source.
     public static func freshNonce() -> [UInt8] {
         SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }

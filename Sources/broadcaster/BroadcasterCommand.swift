@@ -4,6 +4,7 @@ import Logging
 import PartyCastBroadcast
 import PartyCastCLI
 import PartyCastCodec
+import PartyCastControl
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastDiscovery
@@ -15,11 +16,11 @@ import Glibc
 #endif
 
 @main
-struct BroadcasterCLI: ParsableCommand {
+struct BroadcasterCLI: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broadcaster",
         abstract: "Shares audio with every PartyCast listener on the LAN.",
-        subcommands: [Share.self])
+        subcommands: [Share.self, Ctl.self])
 }
 
 extension Codec: ExpressibleByArgument {}
@@ -36,6 +37,9 @@ struct Share: ParsableCommand {
 
     @Option(help: "TCP port (0 picks a free one).")
     var port = 7360
+
+    @Option(name: .customLong("control-port"), help: "The remote control's port: the web page and HTTP API (default: the stream port + 1; 0 picks a free one).")
+    var controlPort: Int?
 
     @Option(help: "opus (48 kHz, 20 ms packets) or pcm (lossless Float32 at the first source's rate).")
     var codec: Codec = .opus
@@ -94,9 +98,17 @@ struct Share: ParsableCommand {
                                 fanout: fanout, logger: logger, opener: Self.source(spec:))
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: broadcaster.welcome, logger: logger)
         defer { server.shutdown() }
+        // The party's command queue, which the remote control drives: nil until `Party` lands.
+        let party: (any PartyControl)? = nil
+        var remote: ControlServer?
+        if let party {
+            remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
+        }
+        defer { remote?.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
+            .merging(remote.map { ["control": "\($0.port)"] } ?? [:]) { $1 }
         if !noMDNS {
             do throws(PartyCastError) {
                 publisher = try ServicePublisher(name: options.name, port: server.port, txt: txt.merging(["listeners": "0"]) { $1 }) { event in
@@ -108,6 +120,7 @@ struct Share: ParsableCommand {
         }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm")\(access))")
+        if let remote { logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)") }
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })

@@ -1,0 +1,246 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+import PartyCastBroadcast
+import PartyCastWire
+
+/// The bodies the API takes, shared with `broadcaster ctl` so both sides agree on the field names.
+public enum ControlRequest {
+    public struct Seek: Codable, Sendable { public var seconds: Double; public init(seconds: Double) { self.seconds = seconds } }
+    public struct Add: Codable, Sendable { public var path: String; public init(path: String) { self.path = path } }
+    public struct Move: Codable, Sendable { public var index: Int; public init(index: Int) { self.index = index } }
+    public struct Volume: Codable, Sendable { public var percent: Int; public init(percent: Int) { self.percent = percent } }
+    public struct Mute: Codable, Sendable { public var muted: Bool; public init(muted: Bool) { self.muted = muted } }
+    public struct LatencyOffset: Codable, Sendable {
+        public var milliseconds: Int
+        public init(milliseconds: Int) { self.milliseconds = milliseconds }
+    }
+    /// The WebSocket's first message on a private party.
+    public struct Key: Codable, Sendable { public var key: String; public init(key: String) { self.key = key } }
+}
+
+/// Every 4xx answer's body.
+public struct ControlErrorBody: Codable, Sendable, Equatable {
+    public var error: String
+    public init(error: String) { self.error = error }
+}
+
+/// A refusal with its status, turned into a JSON answer by `JSONErrors`.
+struct APIError: Error {
+    var status: HTTPResponse.Status
+    var message: String
+
+    init(_ status: HTTPResponse.Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    init(_ refusal: PartyCommandError) {
+        let status: HTTPResponse.Status = switch refusal.kind {
+        case .notFound: .notFound
+        case .invalid: .badRequest
+        case .ambiguous: .conflict
+        }
+        self.init(status, refusal.message)
+    }
+}
+
+/// The routes, over one `PartyControl`.
+struct ControlAPI: Sendable {
+    /// Every body the API takes is a few dozen bytes; anything near this is not a remote's.
+    static let maxBodyBytes = 64 * 1024
+    let control: any PartyControl
+    let key: PartyKey?
+    let pages: WebPages
+
+    func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: JSONErrors())
+        for page in pages.paths {
+            router.get(RouterPath(page)) { _, _ in try pages.response(for: page) }
+        }
+        let api = router.group("api")
+        api.add(middleware: BearerKey(key: key))
+        api.get("status") { _, _ in try json(control.snapshot) }
+        api.get("library") { _, _ in try json(control.library) }
+        api.post("pause") { _, _ in try await perform(.pause) }
+        api.post("resume") { _, _ in try await perform(.resume) }
+        api.post("next") { _, _ in try await perform(.next) }
+        api.post("previous") { _, _ in try await perform(.previous) }
+        api.post("seek") { request, _ in
+            let body = try await decode(ControlRequest.Seek.self, request)
+            guard body.seconds.isFinite else { throw APIError(.badRequest, "seconds must be a finite number") }
+            return try await perform(.seek(seconds: body.seconds))
+        }
+        api.post("queue") { request, _ in try await perform(.add(path: decode(ControlRequest.Add.self, request).path)) }
+        api.delete("queue/:id") { _, context in try await perform(.remove(item: itemID(context))) }
+        api.post("queue/:id/move") { request, context in
+            let id = try itemID(context)
+            return try await perform(.move(item: id, index: decode(ControlRequest.Move.self, request).index))
+        }
+        api.post("queue/:id/play") { _, context in try await perform(.play(item: itemID(context))) }
+        api.put("volume") { request, _ in try await perform(.partyVolume(percent: decode(ControlRequest.Volume.self, request).percent)) }
+        api.put("listeners/:id/volume") { request, context in
+            let id = try listenerID(context)
+            return try await perform(.listenerVolume(listener: id, percent: decode(ControlRequest.Volume.self, request).percent))
+        }
+        api.put("listeners/:id/mute") { request, context in
+            let id = try listenerID(context)
+            return try await perform(.mute(listener: id, muted: decode(ControlRequest.Mute.self, request).muted))
+        }
+        api.put("listeners/:id/latency-offset") { request, context in
+            let id = try listenerID(context)
+            return try await perform(.latencyOffset(listener: id, milliseconds: decode(ControlRequest.LatencyOffset.self, request).milliseconds))
+        }
+        api.get("items/:id/cover") { _, context in
+            let id = try itemID(context)
+            guard let cover = control.cover(item: id) else { throw APIError(.notFound, "item \(id) has no cover picture") }
+            var headers: HTTPFields = [.contentType: ControlAPI.imageType(cover.mimeType), .cacheControl: "max-age=3600"]
+            headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: cover.bytes)))
+        }
+        return router
+    }
+
+    /// Only /api/events upgrades; it authenticates by its first message, which a browser can send
+    /// where it cannot set a header.
+    func webSocketRouter() -> Router<BasicWebSocketRequestContext> {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.ws("api/events") { inbound, outbound, _ in
+            var messages = inbound.messages(maxSize: 4096).makeAsyncIterator()
+            if let key {
+                guard case .text(let text)? = try await messages.next(),
+                      let presented = try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)),
+                      PartyKey(secret: presented.key).matches(key) else {
+                    try await outbound.close(.policyViolation, reason: "the party key is wrong or missing")
+                    return
+                }
+            }
+            // Pushes until the remote goes away (its inbound side ends) or the server shuts down.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await snapshot in control.snapshots() {
+                        try await outbound.write(.text(ControlAPI.encode(snapshot)))
+                    }
+                }
+                while try await messages.next() != nil {}
+                group.cancelAll()
+            }
+        }
+        return router
+    }
+
+    private func perform(_ command: PartyCommand) async throws -> Response {
+        switch await control.perform(command) {
+        case .success(let snapshot): try json(snapshot)
+        case .failure(let refusal): throw APIError(refusal)
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > Self.maxBodyBytes {
+            throw APIError(.contentTooLarge, "the body is over \(Self.maxBodyBytes) bytes")
+        }
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: Self.maxBodyBytes) } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, "the body is over \(Self.maxBodyBytes) bytes")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+        } catch let error as DecodingError {
+            throw APIError(.badRequest, Self.describe(error, body: Data(buffer: body)))
+        }
+    }
+
+    private func itemID(_ context: BasicRequestContext) throws -> Int {
+        guard let id = context.parameters.get("id", as: Int.self) else {
+            throw APIError(.badRequest, "a queue item id is a whole number")
+        }
+        return id
+    }
+
+    private func listenerID(_ context: BasicRequestContext) throws -> String {
+        let raw = context.parameters.get("id") ?? ""
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    static func encode(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    }
+
+    /// Picture types a browser shows; anything else a file claims is served as opaque bytes.
+    static func imageType(_ claimed: String) -> String {
+        let known = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp"]
+        return known.contains(claimed.lowercased()) ? claimed.lowercased() : "application/octet-stream"
+    }
+
+    /// One line that names the field at fault, for the remote to show as it is.
+    static func describe(_ error: DecodingError, body: Data) -> String {
+        func field(_ path: [any CodingKey]) -> String { path.map(\.stringValue).joined(separator: ".") }
+        switch error {
+        case .keyNotFound(let key, _): return "missing field \"\(key.stringValue)\""
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object"
+        case .typeMismatch(let type, let context): return "\"\(field(context.codingPath))\" must be \(describe(type))"
+        case .valueNotFound(let type, let context): return "\"\(field(context.codingPath))\" must be \(describe(type)), not null"
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return "\"\(field(context.codingPath))\" is not valid: \(context.debugDescription)"
+        case .dataCorrupted:
+            // Foundation says "not valid JSON" too for a number that does not fit its field (1.5 for a whole number).
+            return (try? JSONSerialization.jsonObject(with: body, options: .fragmentsAllowed)) == nil
+                ? "the body is not JSON" : "a value does not fit its field (a fraction where a whole number is wanted?)"
+        @unknown default: return "the body is not what this route takes"
+        }
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is Bool.Type: "true or false"
+        case is Int.Type: "a whole number"
+        case is Double.Type: "a number"
+        case is String.Type: "a string"
+        default: "an object"
+        }
+    }
+}
+
+func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+    Response(status: status, headers: [.contentType: "application/json"],
+             body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+}
+
+/// Every error, ours or Hummingbird's (an unknown route, a wrong method), answers as
+/// {"error": "…"} with its status; anything unexpected is a 500 that says no more.
+struct JSONErrors<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return try json(ControlErrorBody(error: error.message), status: error.status)
+        } catch let error as HTTPError {
+            let message = error.body ?? (error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase)
+            return try json(ControlErrorBody(error: message), status: error.status)
+        } catch {
+            context.logger.error("remote control: \(request.method) \(request.uri.path) failed: \(error)")
+            return try json(ControlErrorBody(error: "internal error"), status: .internalServerError)
+        }
+    }
+}
+
+/// A private party's routes want `Authorization: Bearer <party key>`.
+struct BearerKey<Context: RequestContext>: RouterMiddleware {
+    let key: PartyKey?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let key else { return try await next(request, context) }
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
+        }
+        guard PartyKey(secret: String(header.dropFirst(7))).matches(key) else {
+            throw APIError(.unauthorized, "wrong party key")
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,284 @@
+// The PartyCast remote: renders every snapshot the party pushes over /api/events and sends each
+// control to the JSON API. Text from the party (titles, names) goes in with textContent only.
+"use strict";
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const keyStorage = "partycast-key";
+let snapshot = null;
+let receivedAt = 0;           // performance.now() when `snapshot` arrived, to advance the position locally
+let seeking = false;          // the user holds the seek bar: don't move it under their finger
+let socket = null;
+let retryDelay = 500;
+const covers = new Map();     // item id → object URL of its picture
+
+function partyKey() { return sessionStorage.getItem(keyStorage); }
+
+function showError(message) {
+  const box = $("#error");
+  box.textContent = message;
+  box.hidden = false;
+  clearTimeout(showError.timer);
+  showError.timer = setTimeout(() => { box.hidden = true; }, 5000);
+}
+
+function askForKey(message) {
+  if (socket) { socket.onclose = null; socket.close(); socket = null; }
+  sessionStorage.removeItem(keyStorage);
+  $("#key-form").hidden = false;
+  $("#key").focus();
+  if (message) showError(message);
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const key = partyKey();
+  if (key) headers["Authorization"] = "Bearer " + key;
+  let response;
+  try {
+    response = await fetch("/api/" + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    showError("the broadcaster does not answer: " + error.message);
+    return null;
+  }
+  if (response.status === 401) { askForKey("the party key is needed"); return null; }
+  const answer = await response.json().catch(() => null);
+  if (!response.ok) { showError((answer && answer.error) || response.statusText); return null; }
+  return answer;
+}
+
+// A command answers with the new snapshot; show it at once rather than wait for the push.
+async function command(method, path, body) {
+  const answer = await api(method, path, body);
+  if (answer && typeof answer.revision === "number") render(answer);
+}
+
+// A slider sends many values while it moves: one request per target at a time, and only the
+// newest value once that answers, so the party ends where the slider did, in order.
+const inFlight = new Map();   // path → the newest waiting {method, body}, or null
+async function latest(method, path, body) {
+  if (inFlight.has(path)) { inFlight.set(path, { method, body }); return; }
+  inFlight.set(path, null);
+  await command(method, path, body);
+  const waiting = inFlight.get(path);
+  inFlight.delete(path);
+  if (waiting) latest(waiting.method, path, waiting.body);
+}
+
+function clock(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) return "--:--";
+  const total = Math.floor(seconds);
+  const m = Math.floor(total / 60), s = total % 60;
+  return String(m).padStart(2, "0") + ":" + String(s).padStart(2, "0");
+}
+
+function currentItem() {
+  if (!snapshot || snapshot.current == null) return null;
+  return snapshot.queue.find((item) => item.id === snapshot.current) || null;
+}
+
+function elapsedNow() {
+  if (!snapshot) return 0;
+  const item = currentItem();
+  let elapsed = snapshot.elapsedSeconds;
+  if (!snapshot.paused && !snapshot.ended && item) elapsed += (performance.now() - receivedAt) / 1000;
+  const duration = item && item.durationSeconds;
+  return duration ? Math.min(elapsed, duration) : elapsed;
+}
+
+function tick() {
+  if (snapshot && !seeking) {
+    const elapsed = elapsedNow();
+    $("#elapsed").textContent = clock(elapsed);
+    $("#seek").value = elapsed;
+  }
+  requestAnimationFrame(tick);
+}
+
+// Never overwrite what the user is changing right now.
+function setValue(input, value) {
+  if (document.activeElement !== input && String(input.value) !== String(value)) input.value = value;
+}
+
+async function showCover(item) {
+  const image = $("#cover");
+  if (!item || !item.hasCover) { image.hidden = true; image.removeAttribute("src"); return; }
+  if (!covers.has(item.id)) {
+    // Fetched rather than linked: an <img> cannot send a private party's key.
+    const headers = partyKey() ? { Authorization: "Bearer " + partyKey() } : {};
+    const response = await fetch("/api/items/" + item.id + "/cover", { headers }).catch(() => null);
+    if (!response || !response.ok) { image.hidden = true; return; }
+    covers.set(item.id, URL.createObjectURL(await response.blob()));
+  }
+  if (currentItem() && currentItem().id === item.id) {
+    image.src = covers.get(item.id);
+    image.alt = "Cover of " + item.title;
+    image.hidden = false;
+  }
+}
+
+function render(next) {
+  if (snapshot && next.revision < snapshot.revision) return;  // an older answer overtaken by a push
+  snapshot = next;
+  receivedAt = performance.now();
+  $("#party-name").textContent = next.name || "PartyCast";
+  document.title = (next.name || "PartyCast") + " — remote";
+
+  const item = currentItem();
+  $("#title").textContent = item ? item.title : (next.ended ? "The party is over" : "Nothing playing");
+  $("#artist").textContent = (item && item.artist) || "";
+  $("#album").textContent = (item && item.album) || "";
+  const duration = item && item.durationSeconds ? item.durationSeconds : 0;
+  $("#seek").max = duration;
+  $("#seek").disabled = !duration;
+  $("#duration").textContent = duration ? clock(duration) : "--:--";
+  $("#pause").hidden = next.paused;
+  $("#resume").hidden = !next.paused;
+  document.body.classList.toggle("paused", next.paused);
+  setValue($("#party-volume"), next.volume);
+  $("#party-volume-value").textContent = next.volume;
+  showCover(item);
+
+  renderQueue(next);
+  renderListeners(next);
+}
+
+function renderQueue(next) {
+  const list = $("#queue");
+  list.replaceChildren();
+  const currentIndex = next.queue.findIndex((item) => item.id === next.current);
+  next.queue.forEach((item, index) => {
+    const row = $("#queue-item").content.firstElementChild.cloneNode(true);
+    row.dataset.id = item.id;
+    row.dataset.testid = "queue-item-" + item.id;
+    row.classList.toggle("current", item.id === next.current);
+    row.classList.toggle("played", currentIndex >= 0 && index < currentIndex);
+    const label = item.artist ? item.title + " — " + item.artist : item.title;
+    $(".play", row).textContent = label + (item.durationSeconds ? "  " + clock(item.durationSeconds) : "");
+    $(".play", row).onclick = () => command("POST", "queue/" + item.id + "/play");
+    $(".up", row).disabled = index === 0;
+    $(".up", row).onclick = () => command("POST", "queue/" + item.id + "/move", { index: index - 1 });
+    $(".down", row).disabled = index === next.queue.length - 1;
+    $(".down", row).onclick = () => command("POST", "queue/" + item.id + "/move", { index: index + 1 });
+    $(".remove", row).onclick = () => command("DELETE", "queue/" + item.id);
+    list.append(row);
+  });
+}
+
+function renderListeners(next) {
+  const box = $("#listeners");
+  $("#no-listeners").hidden = next.listeners.length > 0;
+  const present = new Set(next.listeners.map((listener) => listener.id));
+  for (const row of [...box.children]) if (!present.has(row.dataset.id)) row.remove();
+  for (const listener of next.listeners) {
+    let row = [...box.children].find((element) => element.dataset.id === listener.id);
+    if (!row) {
+      row = $("#listener").content.firstElementChild.cloneNode(true);
+      row.dataset.id = listener.id;
+      row.dataset.testid = "listener-" + listener.id;
+      const path = "listeners/" + encodeURIComponent(listener.id);
+      $(".volume", row).addEventListener("input", (event) => { $(".volume-value", row).textContent = event.target.value; });
+      $(".volume", row).addEventListener("change", (event) => latest("PUT", path + "/volume", { percent: Number(event.target.value) }));
+      $(".mute", row).addEventListener("click", (event) =>
+        command("PUT", path + "/mute", { muted: event.currentTarget.getAttribute("aria-pressed") !== "true" }));
+      $(".latency", row).addEventListener("change", (event) =>
+        command("PUT", path + "/latency-offset", { milliseconds: Math.round(Number(event.target.value)) }));
+      box.append(row);
+    }
+    $(".name", row).textContent = listener.name;
+    $(".host", row).textContent = listener.host + " (" + listener.address + ")";
+    setValue($(".volume", row), listener.volume);
+    if (document.activeElement !== $(".volume", row)) $(".volume-value", row).textContent = listener.volume;
+    $(".mute", row).setAttribute("aria-pressed", String(listener.muted));
+    $(".mute", row).textContent = listener.muted ? "Unmute" : "Mute";
+    setValue($(".latency", row), listener.latencyOffsetMilliseconds);
+    $(".buffer", row).textContent = listener.bufferMilliseconds == null ? "–" : listener.bufferMilliseconds + " ms";
+    $(".sync", row).textContent = listener.syncErrorMicroseconds == null ? "–" : (listener.syncErrorMicroseconds / 1000).toFixed(1) + " ms";
+  }
+}
+
+async function loadLibrary() {
+  const files = await api("GET", "library");
+  if (!Array.isArray(files)) return;
+  const list = $("#library");
+  list.replaceChildren();
+  for (const path of files) {
+    const row = document.createElement("li");
+    row.dataset.path = path;
+    const name = document.createElement("span");
+    name.textContent = path;
+    const add = document.createElement("button");
+    add.type = "button";
+    add.className = "add";
+    add.textContent = "Add";
+    add.onclick = () => command("POST", "queue", { path });
+    row.append(name, add);
+    list.append(row);
+  }
+  filterLibrary();
+}
+
+function filterLibrary() {
+  const words = $("#library-filter").value.toLowerCase();
+  for (const row of $("#library").children) row.hidden = !row.dataset.path.toLowerCase().includes(words);
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+  const ws = new WebSocket(scheme + location.host + "/api/events");
+  socket = ws;
+  ws.onopen = () => {
+    const key = partyKey();
+    if (key) ws.send(JSON.stringify({ key }));
+  };
+  ws.onmessage = (event) => {
+    retryDelay = 500;
+    $("#connection").textContent = "live";
+    $("#connection").className = "online";
+    render(JSON.parse(event.data));
+  };
+  ws.onclose = (event) => {
+    if (socket !== ws) return;
+    socket = null;
+    $("#connection").textContent = "reconnecting…";
+    $("#connection").className = "offline";
+    if (event.code === 1008) { askForKey(event.reason || "wrong party key"); return; }
+    setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 5000);
+  };
+}
+
+// Asks once whether the party is private (401) before opening the push channel.
+async function start() {
+  const status = await api("GET", "status");
+  if (!status) return;
+  $("#key-form").hidden = true;
+  render(status);
+  loadLibrary();
+  connect();
+}
+
+$("#key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(keyStorage, $("#key").value);
+  $("#key").value = "";
+  $("#error").hidden = true;
+  start();
+});
+$("#pause").onclick = () => command("POST", "pause");
+$("#resume").onclick = () => command("POST", "resume");
+$("#next").onclick = () => command("POST", "next");
+$("#previous").onclick = () => command("POST", "previous");
+$("#seek").addEventListener("pointerdown", () => { seeking = true; });
+$("#seek").addEventListener("input", (event) => { seeking = true; $("#elapsed").textContent = clock(Number(event.target.value)); });
+$("#seek").addEventListener("change", async (event) => {
+  await latest("POST", "seek", { seconds: Number(event.target.value) });
+  seeking = false;
+});
+$("#party-volume").addEventListener("input", (event) => { $("#party-volume-value").textContent = event.target.value; });
+$("#party-volume").addEventListener("change", (event) => latest("PUT", "volume", { percent: Number(event.target.value) }));
+$("#library-filter").addEventListener("input", filterLibrary);
+$("#cover").addEventListener("error", () => { $("#cover").hidden = true; });
+
+requestAnimationFrame(tick);
+start();

@@ -1,0 +1,35 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// The web page's files (Web/ in the source tree, a SwiftPM resource), read once at start.
+struct WebPages: Sendable {
+    private static let types = ["html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8",
+                                "css": "text/css; charset=utf-8", "yaml": "application/yaml; charset=utf-8"]
+    private static let files = ["index.html", "app.js", "style.css", "openapi.yaml"]
+    private let contents: [String: (type: String, bytes: [UInt8])]
+
+    /// The routes served: "/" for index.html, "/name" for each file.
+    var paths: [String] { ["/"] + Self.files.map { "/" + $0 } }
+
+    static func load(logger: Logger) -> WebPages {
+        var contents: [String: (type: String, bytes: [UInt8])] = [:]
+        for file in files {
+            let name = (file as NSString).deletingPathExtension, ext = (file as NSString).pathExtension
+            guard let url = Bundle.module.url(forResource: name, withExtension: ext, subdirectory: "Web"),
+                  let data = try? Data(contentsOf: url) else {
+                logger.warning("remote control: the page's \(file) is missing from the installation; the API works without it")
+                continue
+            }
+            contents[file] = (types[ext] ?? "application/octet-stream", Array(data))
+        }
+        return WebPages(contents: contents)
+    }
+
+    func response(for path: String) throws -> Response {
+        let file = path == "/" ? "index.html" : String(path.dropFirst())
+        guard let page = contents[file] else { throw APIError(.notFound, "\(file) is not installed") }
+        return Response(status: .ok, headers: [.contentType: page.type, .cacheControl: "no-cache"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: page.bytes)))
+    }
+}

@@ -1,0 +1,189 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PartyCastBroadcast
+import PartyCastCLI
+import PartyCastControl
+import PartyCastCore
+import PartyCastDiscovery
+
+struct Ctl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Control a running party from the command line, through its remote control (HTTP API).",
+        discussion: """
+            ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT
+                    | mute LISTENER | unmute LISTENER | status
+            Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is a
+            listener's id or its name. A refused command prints the party's reason; exit status 10 for a refusal,
+            12 for a missing or wrong party key, 7 when the party cannot be reached.
+            """)
+
+    @Argument(help: ArgumentHelp("[NAME] ACTION [ARGUMENTS]", valueName: "words"))
+    var words: [String]
+
+    @Option(help: "The party's remote control, e.g. http://host:7361 (printed by `broadcaster share`), instead of mDNS.")
+    var url: String?
+
+    @OptionGroup var key: PartyKeyOptions
+
+    @OptionGroup var logging: LoggingOptions
+
+    /// One request to the API.
+    struct Request {
+        var method: HTTPMethod
+        var path: String
+        var body: (any Encodable)?
+    }
+
+    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "status"]
+
+    /// Splits the words into the party's name (if any) and the request they ask for.
+    static func parse(_ words: [String]) throws(ValidationError) -> (name: String?, request: Request) {
+        var words = words
+        let name = words.first.map { verbs.contains($0) } == false ? words.removeFirst() : nil
+        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute or status") }
+        let arguments = Array(words.dropFirst())
+        func wants(_ count: Int, _ usage: String) throws(ValidationError) {
+            guard arguments.count == count else { throw ValidationError("usage: broadcaster ctl [NAME] \(usage)") }
+        }
+        func percent(_ text: String) throws(ValidationError) -> Int {
+            guard let value = Int(text.hasSuffix("%") ? String(text.dropLast()) : text) else { throw ValidationError("\(text) is not a whole percentage") }
+            return value
+        }
+        func listenerPath(_ listener: String) -> String {
+            "/api/listeners/" + (listener.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? listener)
+        }
+        switch verb {
+        case "pause", "resume", "next", "previous":
+            try wants(0, verb)
+            return (name, Request(method: .POST, path: "/api/\(verb)"))
+        case "status":
+            try wants(0, "status")
+            return (name, Request(method: .GET, path: "/api/status"))
+        case "seek":
+            try wants(1, "seek SECONDS")
+            guard let seconds = Double(arguments[0]), seconds.isFinite else { throw ValidationError("\(arguments[0]) is not a number of seconds") }
+            return (name, Request(method: .POST, path: "/api/seek", body: ControlRequest.Seek(seconds: seconds)))
+        case "add":
+            try wants(1, "add PATH")
+            return (name, Request(method: .POST, path: "/api/queue", body: ControlRequest.Add(path: arguments[0])))
+        case "volume":
+            guard (1...2).contains(arguments.count) else { throw ValidationError("usage: broadcaster ctl [NAME] volume [LISTENER] PERCENT") }
+            let body = ControlRequest.Volume(percent: try percent(arguments[arguments.count - 1]))
+            return (name, Request(method: .PUT, path: arguments.count == 2 ? listenerPath(arguments[0]) + "/volume" : "/api/volume", body: body))
+        default:  // mute, unmute
+            try wants(1, "\(verb) LISTENER")
+            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/mute", body: ControlRequest.Mute(muted: verb == "mute")))
+        }
+    }
+
+    func validate() throws {
+        _ = try Self.parse(words)
+    }
+
+    func run() async throws {
+        _ = logging.bootstrap(program: "broadcaster")
+        let (name, request) = try Self.parse(words)
+        do throws(PartyCastError) {
+            let base = if let url { try Self.checked(url) } else { try Self.discover(name: name) }
+            let snapshot = try await Self.send(request, to: base, key: key.resolvedSecret)
+            if request.path == "/api/status" {
+                for line in Self.summary(snapshot) { Console.output(line) }
+            } else {
+                Console.output(Self.oneLine(snapshot))
+            }
+        } catch {
+            throw exitFailing(error, program: "broadcaster")
+        }
+    }
+
+    private static func checked(_ url: String) throws(PartyCastError) -> String {
+        guard let parsed = URL(string: url), parsed.scheme == "http", parsed.host != nil else {
+            throw PartyCastError(.invalidArgument, "--url takes http://HOST:PORT, as `broadcaster share` prints it")
+        }
+        return url.hasSuffix("/") ? String(url.dropLast()) : url
+    }
+
+    /// The remote control of the party named `name`, or of the only party on the LAN that has one.
+    private static func discover(name: String?) throws(PartyCastError) -> String {
+        let found = try ServiceBrowser.browse(timeout: 2).filter { name == nil || $0.name == name }
+        let controllable = found.filter { $0.txt["control"].flatMap(Int.init) != nil }
+        guard let service = controllable.first else {
+            if let name {
+                throw PartyCastError(.io, found.isEmpty
+                    ? "no party named \"\(name)\" on the LAN; `listener list` shows those there are"
+                    : "\"\(name)\" has no remote control (an older broadcaster?); give --url")
+            }
+            throw PartyCastError(.io, "no party with a remote control found on the LAN; start one with `broadcaster share`, or give --url")
+        }
+        guard controllable.count == 1 else {
+            let names = controllable.map { "\"" + String(untrusted: $0.name, limit: 60) + "\"" }.joined(separator: ", ")
+            throw PartyCastError(.invalidArgument, "\(controllable.count) parties on the LAN (\(names)); name the one to control")
+        }
+        return "http://\(service.address):\(service.txt["control"]!)"
+    }
+
+    /// Sends the request; the party's answer is its new state, or a refusal whose message becomes the error.
+    private static func send(_ request: Request, to base: String, key: String?) async throws(PartyCastError) -> PartySnapshot {
+        var outgoing = HTTPClientRequest(url: base + request.path)
+        outgoing.method = request.method
+        if let key { outgoing.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        let status: HTTPResponseStatus
+        let body: ByteBuffer
+        do {
+            if let payload = request.body {
+                outgoing.headers.add(name: "Content-Type", value: "application/json")
+                outgoing.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(payload)))
+            }
+            let response = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(10))
+            status = response.status
+            body = try await response.body.collect(upTo: 4 << 20)
+        } catch {
+            throw PartyCastError(.io, "cannot reach the party's remote control at \(base): \(error)")
+        }
+        let data = Data(buffer: body)
+        guard status == .ok else {
+            let message = (try? JSONDecoder().decode(ControlErrorBody.self, from: data)).map { String(untrusted: $0.error, limit: 300) }
+                ?? "HTTP \(status.code) \(status.reasonPhrase)"
+            let code: PartyCastError.Code = switch status.code {
+            case 401, 403: .key
+            case 400..<500: .invalidArgument
+            default: .io
+            }
+            throw PartyCastError(code, message)
+        }
+        do { return try JSONDecoder().decode(PartySnapshot.self, from: data) } catch {
+            throw PartyCastError(.incompatible, "\(base) did not answer with a party's state; is it a PartyCast remote control?")
+        }
+    }
+
+    private static func title(_ item: PartySnapshot.Item?) -> String {
+        guard let item else { return "nothing" }
+        return "\"" + String(untrusted: item.title, limit: 80) + "\"" + (item.artist.map { " by " + String(untrusted: $0, limit: 60) } ?? "")
+    }
+
+    /// What a command left the party doing, in one line.
+    static func oneLine(_ s: PartySnapshot) -> String {
+        let current = s.queue.first { $0.id == s.current }
+        let state = s.ended ? "over" : s.paused ? "paused" : "playing"
+        let position = current == nil ? "" : "  \(clockText(s.elapsedSeconds))" + (current?.durationSeconds.map { " / \(clockText($0))" } ?? "")
+        return "\(state): \(title(current))\(position)  volume \(s.volume)%"
+    }
+
+    static func summary(_ s: PartySnapshot) -> [String] {
+        var lines = ["\(String(untrusted: s.name, limit: 80))  —  " + oneLine(s), "queue:"]
+        for item in s.queue {
+            lines.append("  \(item.id == s.current ? "▶" : " ") [\(item.id)] \(title(item))" + (item.durationSeconds.map { "  \(clockText($0))" } ?? ""))
+        }
+        lines.append("listeners: \(s.listeners.count)")
+        for l in s.listeners {
+            let buffer = l.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer –"
+            let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
+            lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
+                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)")
+        }
+        return lines
+    }
+}

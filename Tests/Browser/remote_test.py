@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Drives the PartyCast remote page in headless Chromium, as a person on a phone would.
+
+Loads the page, waits until it is live (WebSocket connected, a title shown), presses pause, moves a
+listener's volume slider, checks both through the JSON API, and saves a screenshot.
+
+Environment:
+  PARTYCAST_REMOTE_URL         the remote's base URL, e.g. http://127.0.0.1:7361/ (required)
+  PARTYCAST_SCREENSHOT         where to save the PNG (default: ./partycast-remote.png)
+  PARTYCAST_KEY                a private party's key (typed into the page's key form)
+  PARTYCAST_EXPECT_LISTENERS   wait until at least this many listeners show (default 1; 0 skips the slider)
+  PARTYCAST_EXPECT_TITLE       wait until the title contains this text
+  PARTYCAST_WINDOW             WIDTHxHEIGHT of the window (default 412x915, a phone)
+  PARTYCAST_RESUME             1 to press resume at the end, leaving the party playing (default 1)
+  PARTYCAST_TIMEOUT            seconds to wait for each step (default 20)
+  CHROMEDRIVER                 the driver (default: chromedriver on PATH, else /usr/bin/chromedriver)
+Exit status 0 when every step passed; 1 with the failed step on stderr.
+"""
+import json
+import os
+import shutil
+import sys
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE = os.environ["PARTYCAST_REMOTE_URL"].rstrip("/") + "/"
+SHOT = os.environ.get("PARTYCAST_SCREENSHOT", "partycast-remote.png")
+KEY = os.environ.get("PARTYCAST_KEY") or None
+LISTENERS = int(os.environ.get("PARTYCAST_EXPECT_LISTENERS", "1"))
+TITLE = os.environ.get("PARTYCAST_EXPECT_TITLE")
+WIDTH, HEIGHT = (int(n) for n in os.environ.get("PARTYCAST_WINDOW", "412x915").split("x"))
+RESUME = os.environ.get("PARTYCAST_RESUME", "1") == "1"
+TIMEOUT = float(os.environ.get("PARTYCAST_TIMEOUT", "20"))
+
+
+def status():
+    """The party as the API tells it, for checking what the page did."""
+    request = urllib.request.Request(BASE + "api/status")
+    if KEY:
+        request.add_header("Authorization", "Bearer " + KEY)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def step(name):
+    print("step:", name, flush=True)
+
+
+def main():
+    options = webdriver.ChromeOptions()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     f"--window-size={WIDTH},{HEIGHT}"):
+        options.add_argument(argument)
+    driver_path = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    wait = WebDriverWait(driver, TIMEOUT)
+    try:
+        step("load " + BASE)
+        driver.get(BASE)
+        if KEY:
+            step("type the party key")
+            wait.until(EC.visibility_of_element_located((By.ID, "key"))).send_keys(KEY)
+            driver.find_element(By.ID, "key-submit").click()
+
+        step("live: the WebSocket is connected and a title shows")
+        wait.until(lambda d: "online" in d.find_element(By.ID, "connection").get_attribute("class"))
+        wait.until(lambda d: d.find_element(By.ID, "title").text.strip() not in ("", "Nothing playing"))
+        if TITLE:
+            wait.until(lambda d: TITLE in d.find_element(By.ID, "title").text)
+        print("title:", driver.find_element(By.ID, "title").text, flush=True)
+
+        step("pause")
+        if not driver.find_element(By.ID, "pause").is_displayed():
+            driver.find_element(By.ID, "resume").click()
+            wait.until(EC.visibility_of_element_located((By.ID, "pause")))
+        driver.find_element(By.ID, "pause").click()
+        wait.until(EC.visibility_of_element_located((By.ID, "resume")))
+        wait.until(lambda _: status()["paused"])
+
+        if LISTENERS > 0:
+            step(f"at least {LISTENERS} listener(s) show")
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".listener[data-id]")) >= LISTENERS)
+            listener = driver.find_elements(By.CSS_SELECTOR, ".listener[data-id]")[0]
+            listener_id = listener.get_attribute("data-id")
+            slider = listener.find_element(By.CSS_SELECTOR, ".volume")
+            before = int(slider.get_attribute("value"))
+            key = Keys.ARROW_LEFT if before >= 10 else Keys.ARROW_RIGHT
+            step(f"move listener {listener_id}'s volume slider from {before}")
+            driver.execute_script("arguments[0].focus()", slider)
+            slider.send_keys(key * 10)
+            slider.send_keys(Keys.TAB)  # blur, so pushed snapshots may update it again
+            after = int(slider.get_attribute("value"))
+            if after == before:
+                raise AssertionError(f"the slider did not move from {before}")
+            wait.until(lambda _: next(l for l in status()["listeners"] if l["id"] == listener_id)["volume"] == after)
+            wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'.listener[data-id="{listener_id}"] .volume-value').text == str(after))
+            print(f"volume: {before} -> {after}", flush=True)
+
+        step("screenshot " + SHOT)
+        # The whole page, top to bottom: now playing, queue and every listener in one picture.
+        driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(WIDTH, max(HEIGHT, height + 150))
+        if not driver.save_screenshot(SHOT):
+            raise AssertionError("no screenshot saved")
+
+        if RESUME:
+            step("resume")
+            driver.find_element(By.ID, "resume").click()
+            wait.until(lambda _: not status()["paused"])
+        print("remote page: every step passed", flush=True)
+        return 0
+    except Exception as error:  # noqa: BLE001 — any failure is reported as the step it happened in
+        print(f"remote page: failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        try:
+            driver.save_screenshot(SHOT)
+            print("browser log:", driver.get_log("browser"), file=sys.stderr)
+        except Exception:  # noqa: BLE001
+            pass
+        return 1
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

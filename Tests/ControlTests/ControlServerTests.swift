@@ -1,0 +1,435 @@
+import AsyncHTTPClient
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOHTTP1
+import PartyCastBroadcast
+import PartyCastControl
+import PartyCastCore
+import PartyCastTestSupport
+import PartyCastWire
+import XCTest
+
+/// The remote control's HTTP mapping, over a live server on loopback and a real HTTP client.
+final class ControlServerTests: XCTestCase {
+    private var party: RecordingParty!
+    private var server: ControlServer!
+    private var http: HTTPClient!
+    private let logger = Logger(label: "control-test")
+    private let secret = "correct horse battery"
+
+    override func setUpWithError() throws {
+        party = RecordingParty()
+        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)
+        http = HTTPClient(eventLoopGroupProvider: .singleton)
+    }
+
+    override func tearDownWithError() throws {
+        try http.syncShutdown()
+        server.shutdown()
+    }
+
+    // MARK: - Commands
+
+    func testStatusAndLibrary() async throws {
+        let status = try await call(.GET, "/api/status")
+        XCTAssertEqual(status.status, 200)
+        XCTAssertEqual(status.contentType, "application/json")
+        XCTAssertEqual(try status.snapshot(), party.snapshot)
+        let library = try await call(.GET, "/api/library")
+        XCTAssertEqual(try JSONDecoder().decode([String].self, from: library.body), party.library)
+        XCTAssertEqual(party.performed, [], "reading is not a command")
+    }
+
+    func testEveryCommandRouteReachesThePartyAndAnswersTheNewSnapshot() async throws {
+        let routes: [(HTTPMethod, String, String?, PartyCommand)] = [
+            (.POST, "/api/pause", nil, .pause),
+            (.POST, "/api/resume", nil, .resume),
+            (.POST, "/api/next", nil, .next),
+            (.POST, "/api/previous", nil, .previous),
+            (.POST, "/api/seek", #"{"seconds": 42.5}"#, .seek(seconds: 42.5)),
+            (.POST, "/api/queue", #"{"path": "music/two.mp3"}"#, .add(path: "music/two.mp3")),
+            (.POST, "/api/queue/2/move", #"{"index": 0}"#, .move(item: 2, index: 0)),
+            (.POST, "/api/queue/3/play", nil, .play(item: 3)),
+            (.DELETE, "/api/queue/2", nil, .remove(item: 2)),
+            (.PUT, "/api/volume", #"{"percent": 35}"#, .partyVolume(percent: 35)),
+            (.PUT, "/api/listeners/L1/volume", #"{"percent": 55}"#, .listenerVolume(listener: "L1", percent: 55)),
+            (.PUT, "/api/listeners/Living%20Room/volume", #"{"percent": 20}"#, .listenerVolume(listener: "Living Room", percent: 20)),
+            (.PUT, "/api/listeners/L2/mute", #"{"muted": true}"#, .mute(listener: "L2", muted: true)),
+            (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": -150}"#, .latencyOffset(listener: "L1", milliseconds: -150)),
+        ]
+        var revision = party.snapshot.revision
+        for (method, path, body, command) in routes {
+            let answer = try await call(method, path, body: body)
+            XCTAssertEqual(answer.status, 200, "\(method) \(path): \(answer.text)")
+            let snapshot = try answer.snapshot()
+            XCTAssertGreaterThan(snapshot.revision, revision, "\(path) answers the snapshot after the command")
+            XCTAssertEqual(snapshot, party.snapshot)
+            revision = snapshot.revision
+        }
+        XCTAssertEqual(party.performed, routes.map(\.3))
+        let final = party.snapshot
+        XCTAssertEqual(final.volume, 35)
+        XCTAssertEqual(final.current, 3)
+        XCTAssertEqual(final.queue.map(\.id), [1, 3, 100])
+        XCTAssertEqual(final.listeners.map(\.volume), [55, 20, 60, 60])
+        XCTAssertEqual(final.listeners[1].muted, true)
+        XCTAssertEqual(final.listeners[0].latencyOffsetMilliseconds, -150)
+    }
+
+    // MARK: - Refusals
+
+    func testThePartysRefusalsAnswer4xxWithItsMessage() async throws {
+        let cases: [(HTTPMethod, String, String?, Int, String)] = [
+            (.PUT, "/api/listeners/Nobody/volume", #"{"percent": 50}"#, 404, "no listener \"Nobody\""),
+            (.PUT, "/api/listeners/ghost/mute", #"{"muted": true}"#, 404, "no listener \"ghost\""),
+            (.POST, "/api/seek", #"{"seconds": 999}"#, 400, "past the end"),
+            (.POST, "/api/seek", #"{"seconds": -1}"#, 400, "past the end"),
+            (.POST, "/api/queue", #"{"path": "/etc/passwd"}"#, 404, "no such file: /etc/passwd"),
+            (.DELETE, "/api/queue/77", nil, 404, "no queue item 77"),
+            (.POST, "/api/queue/77/play", nil, 404, "no queue item 77"),
+            (.POST, "/api/queue/2/move", #"{"index": 9}"#, 400, "outside the queue"),
+            (.PUT, "/api/volume", #"{"percent": 101}"#, 400, "outside 0…100"),
+            (.PUT, "/api/listeners/Garden/volume", #"{"percent": 10}"#, 409, "2 listeners are named \"Garden\""),
+            (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": 5000}"#, 400, "outside −2000…2000"),
+            (.POST, "/api/resume", nil, 400, "not paused"),
+        ]
+        let before = party.snapshot
+        for (method, path, body, status, message) in cases {
+            let answer = try await call(method, path, body: body)
+            XCTAssertEqual(answer.status, status, "\(method) \(path): \(answer.text)")
+            XCTAssertEqual(answer.contentType, "application/json")
+            XCTAssertTrue(try answer.error().contains(message), "\(path): \(answer.text)")
+        }
+        XCTAssertEqual(party.performed.count, cases.count, "each refusal came from the party, not the HTTP layer")
+        XCTAssertEqual(party.snapshot, before, "the party plays on unchanged")
+    }
+
+    func testMalformedBodiesNeverReachTheParty() async throws {
+        let cases: [(String, String, String)] = [
+            ("/api/seek", "{", "not JSON"),
+            ("/api/seek", "", "not JSON"),
+            ("/api/seek", "null", "must be a JSON object"),
+            ("/api/seek", "42", "must be a JSON object"),
+            ("/api/seek", #"{"seconds": "soon"}"#, "\"seconds\" must be a number"),
+            ("/api/seek", #"{"second": 3}"#, "missing field \"seconds\""),
+            ("/api/seek", #"{"seconds": null}"#, "\"seconds\" must be a number, not null"),
+            ("/api/queue", #"{"path": 7}"#, "\"path\" must be a string"),
+            ("/api/queue", "[]", "must be a JSON object"),
+            ("/api/queue/2/move", #"{"index": 1.5}"#, "a whole number"),
+            ("/api/queue/abc/move", #"{"index": 1}"#, "whole number"),
+        ]
+        for (path, body, message) in cases {
+            let answer = try await call(.POST, path, body: body)
+            XCTAssertEqual(answer.status, 400, "\(path) \(body): \(answer.text)")
+            XCTAssertTrue(try answer.error().contains(message), "\(path) \(body): \(answer.text)")
+        }
+        let mute = try await call(.PUT, "/api/listeners/L1/mute", body: #"{"muted": "yes"}"#)
+        XCTAssertEqual(mute.status, 400)
+        XCTAssertEqual(try mute.error(), "\"muted\" must be true or false")
+        let volume = try await call(.PUT, "/api/volume", body: #"{"percent": 50.5}"#)
+        XCTAssertEqual(volume.status, 400)
+        XCTAssertEqual(party.performed, [])
+    }
+
+    func testAHugeBodyIs413WithOrWithoutALength() async throws {
+        let huge = #"{"path": ""# + String(repeating: "a", count: 1 << 20) + #""}"#
+        let sized = try await call(.POST, "/api/queue", body: huge)
+        XCTAssertEqual(sized.status, 413)
+        XCTAssertTrue(try sized.error().contains("over 65536 bytes"))
+
+        var request = HTTPClientRequest(url: url("/api/queue"))
+        request.method = .POST
+        let chunks = (0..<32).map { _ in ByteBuffer(repeating: UInt8(ascii: " "), count: 8192) }
+        request.body = .stream(chunks.async, length: .unknown)
+        let response = try await http.execute(request, timeout: .seconds(10))
+        XCTAssertEqual(response.status.code, 413)
+        let body = try await response.body.collect(upTo: 1 << 16)
+        XCTAssertEqual(try JSONDecoder().decode(ControlErrorBody.self, from: Data(buffer: body)).error, "the body is over 65536 bytes")
+        XCTAssertEqual(party.performed, [])
+    }
+
+    func testUnknownRoutesAndWrongMethodsAnswerJSON() async throws {
+        for (method, path) in [(HTTPMethod.GET, "/api/nope"), (.POST, "/api/status/extra"), (.GET, "/nothing-here"),
+                               (.GET, "/api/pause"), (.DELETE, "/api/volume"), (.POST, "/api/status")] {
+            let answer = try await call(method, path)
+            XCTAssertTrue([404, 405].contains(answer.status), "\(method) \(path): \(answer.status)")
+            XCTAssertEqual(answer.contentType, "application/json", "\(method) \(path)")
+            XCTAssertFalse(try answer.error().isEmpty)
+        }
+        XCTAssertEqual(party.performed, [])
+    }
+
+    // MARK: - Cover art and the page
+
+    func testCoverIsServedWithASafeType() async throws {
+        let png = try await call(.GET, "/api/items/1/cover")
+        XCTAssertEqual(png.status, 200)
+        XCTAssertEqual(png.contentType, "image/png")
+        XCTAssertEqual(Array(png.body), party.covers[1]!.bytes)
+        let html = try await call(.GET, "/api/items/3/cover")
+        XCTAssertEqual(html.contentType, "application/octet-stream", "a tag's claimed type is not trusted to render")
+        XCTAssertEqual(html.headers["X-Content-Type-Options"].first, "nosniff")
+        let none = try await call(.GET, "/api/items/2/cover")
+        XCTAssertEqual(none.status, 404)
+        XCTAssertEqual(try none.error(), "item 2 has no cover picture")
+    }
+
+    func testThePageAndTheAPIDescriptionAreServed() async throws {
+        let page = try await call(.GET, "/")
+        XCTAssertEqual(page.status, 200)
+        XCTAssertEqual(page.contentType, "text/html; charset=utf-8")
+        for id in ["id=\"pause\"", "id=\"next\"", "id=\"previous\"", "id=\"seek\"", "id=\"title\"", "id=\"listeners\"", "id=\"queue\""] {
+            XCTAssertTrue(page.text.contains(id), id)
+        }
+        for (path, type) in [("/app.js", "text/javascript"), ("/style.css", "text/css"), ("/openapi.yaml", "application/yaml")] {
+            let file = try await call(.GET, path)
+            XCTAssertEqual(file.status, 200, path)
+            XCTAssertTrue(file.contentType?.hasPrefix(type) == true, path)
+        }
+        let spec = try await call(.GET, "/openapi.yaml")
+        for route in ["/api/status:", "/api/seek:", "/api/queue/{id}/move:", "/api/listeners/{id}/latency-offset:", "/api/items/{id}/cover:", "/api/events:"] {
+            XCTAssertTrue(spec.text.contains(route), route)
+        }
+    }
+
+    // MARK: - Private party
+
+    func testAPrivatePartyWantsTheKeyOnEveryAPIRoute() async throws {
+        try restart(key: PartyKey(secret: secret))
+        for route in [(HTTPMethod.GET, "/api/status"), (.POST, "/api/pause"), (.GET, "/api/items/1/cover"), (.GET, "/api/library")] {
+            let bare = try await call(route.0, route.1)
+            XCTAssertEqual(bare.status, 401, route.1)
+            XCTAssertTrue(try bare.error().contains("private"))
+            let wrong = try await call(route.0, route.1, headers: ["Authorization": "Bearer correct horse battery!"])
+            XCTAssertEqual(wrong.status, 401, route.1)
+            XCTAssertEqual(try wrong.error(), "wrong party key")
+            let basic = try await call(route.0, route.1, headers: ["Authorization": "Basic \(secret)"])
+            XCTAssertEqual(basic.status, 401, route.1)
+        }
+        XCTAssertEqual(party.performed, [], "nothing ran without the key")
+        let right = try await call(.POST, "/api/pause", headers: ["Authorization": "Bearer \(secret)"])
+        XCTAssertEqual(right.status, 200)
+        XCTAssertEqual(party.performed, [.pause])
+        let page = try await call(.GET, "/")
+        XCTAssertEqual(page.status, 200, "the page itself asks for the key")
+    }
+
+    // MARK: - WebSocket
+
+    func testTheWebSocketPushesEveryChange() async throws {
+        let remote = remote
+        let received = try await webSocket(firstMessage: nil, count: 3) {
+            _ = try await remote.call(.POST, "/api/pause")
+            _ = try await remote.call(.PUT, "/api/volume", body: #"{"percent": 12}"#)
+        }
+        let snapshots = try received.messages.map { try JSONDecoder().decode(PartySnapshot.self, from: Data($0.utf8)) }
+        XCTAssertEqual(snapshots.map(\.revision), [1, 2, 3])
+        XCTAssertEqual(snapshots.map(\.paused), [false, true, true])
+        XCTAssertEqual(snapshots.last?.volume, 12)
+        try await waitUntil { self.party.watcherCount == 0 }
+    }
+
+    func testAPrivatePartysWebSocketWantsTheKeyFirst() async throws {
+        try restart(key: PartyKey(secret: secret))
+        let refused = try await webSocket(firstMessage: #"{"key": "not the key"}"#, count: 1)
+        XCTAssertEqual(refused.messages, [])
+        XCTAssertEqual(refused.close?.closeCode, .policyViolation)
+        let silent = try await webSocket(firstMessage: #"hello"#, count: 1)
+        XCTAssertEqual(silent.messages, [])
+
+        let (remote, secret) = (remote, secret)
+        let accepted = try await webSocket(firstMessage: #"{"key": "\#(secret)"}"#, count: 2) {
+            _ = try await remote.call(.POST, "/api/next", headers: ["Authorization": "Bearer \(secret)"])
+        }
+        let snapshots = try accepted.messages.map { try JSONDecoder().decode(PartySnapshot.self, from: Data($0.utf8)) }
+        XCTAssertEqual(snapshots.map(\.current), [1, 2])
+    }
+
+    // MARK: - broadcaster ctl
+
+    /// The real command line against the live server: the party's answers, its refusals' messages
+    /// as one line, and the exit statuses scripts can rely on.
+    func testCtlDrivesTheRemoteAndExitsByTheAnswer() throws {
+        let url = "http://127.0.0.1:\(server.port)"
+        func ctl(_ arguments: String..., environment: [String: String]? = nil) throws -> ProcessResult {
+            try runProcess(productPath("broadcaster"), ["ctl", "--url", url] + arguments, timeout: 30, environment: environment)
+        }
+        var result = try ctl("pause")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdout, "paused: \"First Song\" by Artist A  00:12 / 03:00  volume 100%\n")
+        XCTAssertEqual(try ctl("volume", "Living Room", "30").status, 0)
+        XCTAssertEqual(try ctl("volume", "45%").status, 0)
+        XCTAssertEqual(try ctl("seek", "61").status, 0)
+        XCTAssertEqual(try ctl("add", "music/one.mp3").status, 0)
+        XCTAssertEqual(try ctl("unmute", "L3").status, 0)
+        XCTAssertEqual(try ctl("next").status, 0)
+        XCTAssertEqual(party.performed, [.pause, .listenerVolume(listener: "Living Room", percent: 30), .partyVolume(percent: 45),
+                                         .seek(seconds: 61), .add(path: "music/one.mp3"), .mute(listener: "L3", muted: false), .next])
+
+        result = try ctl("status")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        for line in ["Test Party", "queue:", "▶ [2] \"Second Song\" by Artist B", "[L1] Kitchen (kitchen)  volume 80%", "[L3] Garden (garden-a)  volume 60%  offset"] {
+            XCTAssertTrue(result.stdout.contains(line), "\(line) in:\n\(result.stdout)")
+        }
+
+        result = try ctl("seek", "999")
+        XCTAssertEqual(result.status, 10)
+        XCTAssertEqual(result.stderr, "broadcaster: error [invalid-argument]: 999.0 s is past the end of \"Second Song\" (200 s)\n")
+        result = try ctl("mute", "ghost")
+        XCTAssertEqual(result.status, 10)
+        XCTAssertEqual(result.stderr, "broadcaster: error [invalid-argument]: no listener \"ghost\"\n")
+        XCTAssertEqual(try ctl("volume", "Garden", "5").status, 10, "an ambiguous name")
+        XCTAssertEqual(try ctl("frobnicate").status, 64, "a usage error, before any request")
+        XCTAssertEqual(try ctl("seek").status, 64)
+
+        let nobody = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(freePort())", "pause"], timeout: 30)
+        XCTAssertEqual(nobody.status, 7)
+        XCTAssertTrue(nobody.stderr.hasPrefix("broadcaster: error [io]: cannot reach the party's remote control"), nobody.stderr)
+
+        try restart(key: PartyKey(secret: secret))
+        let url2 = "http://127.0.0.1:\(server.port)"
+        let locked = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "pause"], timeout: 30)
+        XCTAssertEqual(locked.status, 12)
+        XCTAssertTrue(locked.stderr.contains("this party is private"), locked.stderr)
+        let wrong = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "--key", "not the key", "status"], timeout: 30)
+        XCTAssertEqual(wrong.status, 12)
+        let keyed = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "resume"], timeout: 30, environment: ["PARTYCAST_KEY": secret])
+        XCTAssertEqual(keyed.status, 0, keyed.stderr)
+        XCTAssertEqual(party.performed.last, .resume)
+    }
+
+    // MARK: - Lifecycle
+
+    func testABusyPortIsAOneLineError() throws {
+        XCTAssertThrowsError(try ControlServer(control: party, host: "127.0.0.1", port: server.port, key: nil, logger: logger)) { error in
+            guard let error = error as? PartyCastError else { return XCTFail("\(error)") }
+            XCTAssertEqual(error.code, .io)
+            XCTAssertTrue(error.message.contains("127.0.0.1:\(server.port)"), error.message)
+            XCTAssertTrue(error.message.lowercased().contains("in use"), error.message)
+            XCTAssertFalse(error.message.contains("\n"))
+        }
+    }
+
+    func testShutdownClosesAnOpenWebSocketPromptly() async throws {
+        let (port, logger) = (server.port, logger)
+        let closed = expectation(description: "the client saw the socket close")
+        let client = Task {
+            try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/api/events", logger: logger) { inbound, _, _ in
+                for try await _ in inbound.messages(maxSize: 1 << 20) {}
+            }
+            closed.fulfill()
+        }
+        try await waitUntil { self.party.watcherCount == 1 }
+        let started = Date()
+        server.shutdown()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3.5)
+        await fulfillment(of: [closed], timeout: 5)
+        _ = try await client.value
+        try await waitUntil { self.party.watcherCount == 0 }
+        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)  // for tearDown
+    }
+
+    // MARK: - Helpers
+
+    private var remote: Remote { Remote(http: http, port: server.port) }
+
+    private func url(_ path: String) -> String { "http://127.0.0.1:\(server.port)\(path)" }
+
+    private func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [String: String] = [:]) async throws -> Answer {
+        try await remote.call(method, path, body: body, headers: headers)
+    }
+
+    private func restart(key: PartyKey?) throws {
+        server.shutdown()
+        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: key, logger: logger)
+    }
+
+    /// Connects to /api/events, sends `firstMessage`, runs `then` once the first snapshot arrived,
+    /// and collects text messages until `count` came or the server closed.
+    private func webSocket(firstMessage: String?, count: Int, then: @escaping @Sendable () async throws -> Void = {}) async throws
+        -> (messages: [String], close: WebSocketCloseFrame?) {
+        let collected = MessageBox()
+        let port = server.port
+        let logger = logger
+        let close = try await withTimeout(seconds: 10) {
+            try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/api/events", logger: logger) { inbound, outbound, _ in
+                if let firstMessage { try await outbound.write(.text(firstMessage)) }
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    guard case .text(let text) = message else { continue }
+                    if await collected.append(text) == 1 { try await then() }
+                    if await collected.count == count { break }
+                }
+            }
+        }
+        return (await collected.messages, close)
+    }
+
+    private func waitUntil(_ condition: @escaping () -> Bool) async throws {
+        for _ in 0..<200 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertTrue(condition())
+    }
+}
+
+/// A client of one server: Sendable, for the closures that run beside a WebSocket.
+private struct Remote: Sendable {
+    let http: HTTPClient
+    let port: Int
+
+    func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [String: String] = [:]) async throws -> Answer {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await http.execute(request, timeout: .seconds(10))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: bytes))
+    }
+}
+
+private struct Answer {
+    var status: Int
+    var headers: HTTPHeaders
+    var body: Data
+    var contentType: String? { headers["Content-Type"].first }
+    var text: String { String(decoding: body, as: UTF8.self) }
+    func snapshot() throws -> PartySnapshot { try JSONDecoder().decode(PartySnapshot.self, from: body) }
+    func error() throws -> String { try JSONDecoder().decode(ControlErrorBody.self, from: body).error }
+}
+
+private actor MessageBox {
+    var messages: [String] = []
+    var count: Int { messages.count }
+    func append(_ text: String) -> Int {
+        messages.append(text)
+        return messages.count
+    }
+}
+
+private struct TimedOut: Error {}
+
+func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimedOut()
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+extension Array where Element: Sendable {
+    /// The elements as an async sequence, for a streamed request body.
+    var async: AsyncStream<Element> {
+        AsyncStream { continuation in
+            for element in self { continuation.yield(element) }
+            continuation.finish()
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import PartyCastBroadcast
+import PartyCastControl
+import PartyCastTestSupport
+import PartyCastWire
+import XCTest
+
+/// The web page in headless Chromium (Tests/Browser/remote_test.py): against a real broadcaster
+/// when PARTYCAST_REMOTE_URL names one, else against a server over the recording party.
+/// PARTYCAST_SCREENSHOT says where the PNG goes. Skipped only when Chromium, its driver or
+/// Selenium are missing and cannot be installed.
+final class RemotePageBrowserTests: XCTestCase {
+    private static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../Browser/remote_test.py").standardized.path
+
+    func testThePageShowsTheTitlePausesAndMovesAListenersVolume() throws {
+        try drive(key: nil)
+    }
+
+    /// The page asks for the key (the script types it), then sends it on every request and as the
+    /// WebSocket's first message. Only against the recording party: a real one sets its own key.
+    func testAPrivatePartysPageAsksForTheKeyOnce() throws {
+        guard ProcessInfo.processInfo.environment["PARTYCAST_REMOTE_URL"] == nil else { throw XCTSkip("runs against the recording party only") }
+        try drive(key: "a private party key")
+    }
+
+    private func drive(key: String?) throws {
+        try Self.ensureBrowser()
+        let environment = ProcessInfo.processInfo.environment
+        let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? NSTemporaryDirectory() + "partycast-remote-\(UUID().uuidString).png"
+        var party: RecordingParty?
+        var server: ControlServer?
+        defer { server?.shutdown() }
+        var variables = ["PARTYCAST_SCREENSHOT": screenshot]
+        if environment["PARTYCAST_REMOTE_URL"] == nil {
+            party = RecordingParty()
+            server = try ControlServer(control: party!, host: "127.0.0.1", port: 0, key: key.map(PartyKey.init(secret:)),
+                                       logger: Logger(label: "browser-test"))
+            if let key { variables["PARTYCAST_KEY"] = key }
+            variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
+            variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
+        }
+        let result = try runProcess("python3", [Self.script], timeout: 180, environment: variables)
+        XCTAssertEqual(result.status, 0, "\(result.stdout)\n\(result.stderr)")
+        let png = FileManager.default.contents(atPath: screenshot) ?? Data()
+        XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "a PNG at \(screenshot)")
+        if let party {
+            XCTAssertTrue(party.performed.contains(.pause))
+            XCTAssertTrue(party.performed.contains { if case .listenerVolume(listener: "L1", _) = $0 { true } else { false } })
+            XCTAssertEqual(party.snapshot.paused, false, "resumed at the end")
+        }
+    }
+
+    /// Debian's chromium and chromium-driver, Selenium from PyPI: installed when missing, if this
+    /// machine may (root, with the registries reachable); otherwise the test is skipped.
+    private static func ensureBrowser() throws {
+        func present() -> Bool {
+            let driver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"].contains { FileManager.default.isExecutableFile(atPath: $0) }
+            let selenium = (try? runProcess("python3", ["-c", "import selenium"], timeout: 60))?.status == 0
+            return driver && selenium
+        }
+        if present() { return }
+        if getuid() == 0 {
+            _ = try? runProcess("apt-get", ["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"], timeout: 600,
+                                environment: ["DEBIAN_FRONTEND": "noninteractive"])
+        }
+        _ = try? runProcess("python3", ["-m", "pip", "install", "--quiet", "selenium"], timeout: 300)
+        guard present() else { throw XCTSkip("headless Chromium with chromedriver and Selenium are not installed and could not be installed") }
+    }
+}
