@@ -90,7 +90,12 @@ public final class Party: PartyControl {
         sessionID = UInt64.random(in: 1...UInt64.max)
         state = PacerState()
         for source in sources { state.queue.append(Self.probe(source, id: state.nextItemID)); state.nextItemID += 1 }
-        published.withLockedValue { $0.view.queue = state.queue.map(\.view); $0.view.name = options.name }
+        let covers = Dictionary(uniqueKeysWithValues: state.queue.compactMap { item in item.cover.map { (item.id, $0) } })
+        published.withLockedValue { p in
+            p.view.queue = state.queue.map(\.view)
+            p.view.name = options.name
+            p.covers = covers
+        }
         fanout.observe { [weak self] in self?.republish() }
     }
 
@@ -142,7 +147,7 @@ public final class Party: PartyControl {
     }
 
     public func cover(item: Int) -> (mimeType: String, bytes: [UInt8])? {
-        published.withLockedValue { $0.covers[item] }
+        published.withLockedValue { $0.covers[item].map { ($0.mimeType, $0.bytes) } }
     }
 
     /// Ends `run()` soon; the listeners are told goodbye by `sayGoodbye`.
@@ -172,7 +177,7 @@ public final class Party: PartyControl {
         var origin: UInt64 = 0
         var sampleRate = 48000
         var settings: [String: ListenerSettings] = [:]
-        var covers: [Int: (mimeType: String, bytes: [UInt8])] = [:]
+        var covers: [Int: CoverArt] = [:]
         var revision: UInt64 = 0
         var lastCurrent: Int?
     }
@@ -222,7 +227,7 @@ public final class Party: PartyControl {
         var tags = TrackTags()
         var durationFrames: Int?
         var sampleRate = 48000
-        var cover: (mimeType: String, bytes: [UInt8])?
+        var cover: CoverArt?
         var failure: PartyCastError?
 
         var view: PartySnapshot.Item {
@@ -833,6 +838,7 @@ public final class Party: PartyControl {
             item.tags = opened.tags
             item.durationFrames = opened.duration.frames
             item.sampleRate = format.sampleRate
+            item.cover = opened.cover
         } catch {
             item.failure = error
         }

@@ -17,6 +17,8 @@ public protocol PCMSource: AnyObject {
     /// Packets the source could not use and made up for with silence or concealment (a broadcast's
     /// corrupt or absurd chunks); 0 for files and generators.
     var concealedPackets: Int { get }
+    /// The track's picture (an ID3v2 APIC), known once `prepare()` has returned; nil if none.
+    var cover: CoverArt? { get }
 }
 
 /// How long a source is, and how sure we are.
@@ -38,4 +40,5 @@ public enum Duration: Sendable, Equatable {
 extension PCMSource {
     public var skippedBytes: Int64 { 0 }
     public var concealedPackets: Int { 0 }
+    public var cover: CoverArt? { nil }
 }

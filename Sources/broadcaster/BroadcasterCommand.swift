@@ -94,21 +94,17 @@ struct Share: ParsableCommand {
         let playable = try playableSources(logger: logger)
         let partyKey = key.key
         let fanout = Fanout(logger: logger)
-        let broadcaster = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
+        let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
                                 fanout: fanout, logger: logger, opener: Self.source(spec:))
-        let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: broadcaster.welcome, logger: logger)
+        let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
         defer { server.shutdown() }
-        // The party's command queue, which the remote control drives: nil until `Party` lands.
-        let party: (any PartyControl)? = nil
-        var remote: ControlServer?
-        if let party {
-            remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
-        }
-        defer { remote?.shutdown() }
+        // The remote control drives the party's command queue, as the keys below do.
+        let remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
+        defer { remote.shutdown() }
         var publisher: ServicePublisher?
-        let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
+        let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
-            .merging(remote.map { ["control": "\($0.port)"] } ?? [:]) { $1 }
+            .merging(["control": "\(remote.port)"]) { $1 }
         if !noMDNS {
             do throws(PartyCastError) {
                 publisher = try ServicePublisher(name: options.name, port: server.port, txt: txt.merging(["listeners": "0"]) { $1 }) { event in
@@ -120,35 +116,35 @@ struct Share: ParsableCommand {
         }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm")\(access))")
-        if let remote { logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)") }
+        logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
         let advertised = publisher
-        let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
+        let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
         // Keys at the broadcaster's own terminal: space pauses and resumes, ←/→ seek 10 s, q quits.
         let keys = KeyReader { key in
-            let party = broadcaster.snapshot
+            let now = party.snapshot
             let command: PartyCommand
             switch key {
-            case .quit: return broadcaster.stop()
-            case .space: command = party.paused ? .resume : .pause
-            case .left: command = .seek(seconds: max(0, party.elapsedSeconds - 10))
-            case .right: command = .seek(seconds: party.elapsedSeconds + 10)
+            case .quit: return party.stop()
+            case .space: command = now.paused ? .resume : .pause
+            case .left: command = .seek(seconds: max(0, now.elapsedSeconds - 10))
+            case .right: command = .seek(seconds: now.elapsedSeconds + 10)
             }
             Task {
-                if case .failure(let refusal) = await broadcaster.perform(command) { logger.notice("\(refusal.message)") }
+                if case .failure(let refusal) = await party.perform(command) { logger.notice("\(refusal.message)") }
             }
         }
         defer { keys?.finish() }
         let finished: Bool
         do {
-            finished = try broadcaster.run()
+            finished = try party.run()
         } catch {
             display.finish()
-            broadcaster.sayGoodbye("the broadcaster failed: \(error.message)")
+            party.sayGoodbye("the broadcaster failed: \(error.message)")
             throw error
         }
         display.finish()
-        broadcaster.sayGoodbye(finished ? "the broadcast is over" : "the broadcaster was stopped")
+        party.sayGoodbye(finished ? "the broadcast is over" : "the broadcaster was stopped")
         publisher?.stop()
         logger.info(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
     }

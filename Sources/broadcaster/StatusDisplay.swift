@@ -10,24 +10,24 @@ final class StatusDisplay {
     private let done: StopFlag
     private let thread: DedicatedThread
 
-    init(name: String, endpoint: String, broadcaster: Party, fanout: Fanout, everySecond: @escaping @Sendable () -> Void) {
+    init(name: String, endpoint: String, party: Party, fanout: Fanout, everySecond: @escaping @Sendable () -> Void) {
         let terminal = Console.isTerminal
         let done = StopFlag()
         self.done = done
         thread = DedicatedThread {
             var tick = 0
             while !done.isSet {
-                if interrupted.load(ordering: .relaxed) { broadcaster.stop() }
+                if interrupted.load(ordering: .relaxed) { party.stop() }
                 sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 100_000_000)
                 tick += 1
                 guard tick % 10 == 0 else { continue }
                 everySecond()
                 guard terminal else { continue }
-                let party = broadcaster.snapshot
-                var lines = ["\(party.paused ? "⏸" : "▶") \(name)  \(endpoint)"]
-                if let current = party.current, let index = party.queue.firstIndex(where: { $0.id == current }) {
-                    let item = party.queue[index]
-                    lines.append("  #\(index + 1) \(item.title)  \(clockText(party.elapsedSeconds))" + (item.durationSeconds.map { " / \(clockText($0))" } ?? ""))
+                let now = party.snapshot
+                var lines = ["\(now.paused ? "⏸" : "▶") \(name)  \(endpoint)"]
+                if let current = now.current, let index = now.queue.firstIndex(where: { $0.id == current }) {
+                    let item = now.queue[index]
+                    lines.append("  #\(index + 1) \(item.title)  \(clockText(now.elapsedSeconds))" + (item.durationSeconds.map { " / \(clockText($0))" } ?? ""))
                 }
                 let peers = fanout.peers
                 lines.append("  \(peers.count) listener(s)")
