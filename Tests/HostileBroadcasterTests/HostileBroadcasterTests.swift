@@ -470,6 +470,40 @@ final class HostileBroadcasterTests: XCTestCase {
         ])
     }
 
+    /// Gain from the broadcaster, sent ahead of the audio: muted (a 5 ms ramp down) from chunk 50,
+    /// back (a 5 ms ramp up) from chunk 60, each on its frames in party mode.
+    func testGainMutesAndUnmutesOnItsFrames() {
+        func muted(_ stream: ToneStream) -> Scenario {
+            Scenario(name: "Gain 0 from chunk 50, 1 from chunk 60 (\(stream.codec))", stream: stream, outputs: ["virtual"], first: { c in
+                try c.handshake()
+                try c.send(gainBody(0, at: UInt64(50 * ToneStream.framesPerChunk), ramp: 240),
+                           gainBody(1, at: UInt64(60 * ToneStream.framesPerChunk), ramp: 240))
+                try c.chunks(0..<100)
+                try c.finish()
+            }, expect: .timeline(tone: [0..<50, 60..<100]))
+        }
+        run([muted(.pcm), muted(.opus)])
+    }
+
+    /// The latency offset the remote sets reaches the listener's Status reports.
+    func testListenerSettingsAreReportedBack() throws {
+        let fake = try FakeBroadcaster(stream: .pcm, paced: true) { c in
+            try c.handshake()
+            try c.send(latencyBody(-300))
+            try c.chunks(0..<100)
+            if !c.waitForReportedOffset(-300) { c.fake.problem("no Status reported the latency offset of -300 ms within 10 s") }
+            try c.finish()
+        }
+        defer { fake.stop() }
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try ListenerRun(fake: fake, output: "virtual:\(directory)/out.wav")
+        fake.stop()
+        XCTAssertEqual(run.status, 0, run.lastWords)
+        XCTAssertEqual(run.problems, [])
+        XCTAssertEqual(fake.problems, [])
+    }
+
     /// Timeline messages with absurd numbers, or harmless ones in a flood, change nothing heard.
     func testHostileTimelineMessagesChangeNothing() {
         run([
