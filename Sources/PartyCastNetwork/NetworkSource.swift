@@ -98,6 +98,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public var droppedTimelineMessages: Int { receiver.droppedMessages }
 
     public func takeTimelineEvents() -> [TimelineEvent] { receiver.takeEvents() }
+    public func tags(atFrame frame: Int?) -> TrackTags { receiver.tags(atFrame: frame) }
 
     public init(options: Options, control: Control, logger: Logger, resolve: @escaping EndpointResolver) {
         self.options = options

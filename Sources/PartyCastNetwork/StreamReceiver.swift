@@ -50,9 +50,15 @@ struct StreamReceiver {
     /// Timeline events held for the player at most (it takes them after every message; only the
     /// messages before the stream format pile up).
     static let eventLimit = 64
+    /// Songs announced ahead that are remembered.
+    static let songLimit = 4
 
     private(set) var spec: Spec?
-    private(set) var tags = TrackTags()
+    /// The newest song's tags.
+    var tags: TrackTags { songs.last?.tags ?? TrackTags() }
+    /// The songs announced, with the timeline position each is heard from (a few: the one playing
+    /// and those sent ahead of it).
+    private var songs: [(start: UInt64, tags: TrackTags)] = []
     private(set) var duration: Duration = .unknown
     private(set) var broadcasterName = ""
     /// Chunks refused for absurd numbers, and chunks that did not decode and were concealed.
@@ -93,7 +99,12 @@ struct StreamReceiver {
         case .streamFormat(let announced)?:
             return adopt(announced)
         case .metadata(let metadata)?:
-            tags = TrackTags(title: Self.text(metadata.title), artist: Self.text(metadata.artist), album: Self.text(metadata.album))
+            let tags = TrackTags(title: Self.text(metadata.title), artist: Self.text(metadata.artist), album: Self.text(metadata.album))
+            // A song heard from a position replaces whatever was announced from there on (a skip, a seek).
+            let start = min(metadata.startPosition, Self.maximumPosition)
+            songs.removeAll { $0.start >= start }
+            songs.append((start, tags))
+            if songs.count > Self.songLimit { songs.removeFirst(songs.count - Self.songLimit) }
             duration = (1..<Self.maximumPosition).contains(metadata.durationFrames) ? .exact(frames: Int(metadata.durationFrames)) : .unknown
         case .audioChunk(let chunk)?:
             guard let spec, let decoder else { return .violation("it sent audio before its stream format") }
@@ -121,6 +132,12 @@ struct StreamReceiver {
             break
         }
         return .continues
+    }
+
+    /// The tags of the song heard at stream frame `frame`: the newest if it is not known.
+    func tags(atFrame frame: Int?) -> TrackTags {
+        guard let frame else { return tags }
+        return (songs.last { $0.start <= UInt64(max(0, frame)) } ?? songs.first)?.tags ?? TrackTags()
     }
 
     /// The player's events since the last call.

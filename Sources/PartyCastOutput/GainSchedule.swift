@@ -50,17 +50,19 @@ public final class GainSchedule: @unchecked Sendable {
         var base: UnsafePointer<GainCurve.Point>?
         var count = 0
 
-        /// The gain at a stream frame: a linear scan (a curve has a few breakpoints).
+        /// The gain at stream frame `frame` + `fraction` (0 ≤ fraction < 1, a resampler's read
+        /// position): a linear scan (a curve has a few breakpoints).
         @inline(__always)
-        func value(at frame: Int) -> Float {
+        func value(at frame: Int, fraction: Double = 0) -> Float {
             guard let points = base, count > 0 else { return 1 }
             if frame < points[0].frame { return points[0].gain }
             var i = count - 1
             while points[i].frame > frame { i -= 1 }
             guard i + 1 < count else { return points[i].gain }
             let (a, b) = (points[i], points[i + 1])
-            // a.frame ≤ frame < b.frame: per-frame linear, so no step exceeds the ramp's slope.
-            let t = Double(frame - a.frame) / Double(b.frame - a.frame)
+            // a.frame ≤ frame + fraction < b.frame: linear in stream time, so no step between frames
+            // exceeds the ramp's slope (times the read rate, 1 within 0.1 %).
+            let t = (Double(frame - a.frame) + fraction) / Double(b.frame - a.frame)
             return Float(Double(a.gain) + (Double(b.gain) - Double(a.gain)) * t)
         }
 

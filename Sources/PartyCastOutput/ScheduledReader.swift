@@ -247,7 +247,7 @@ final class ScheduledReader {
                 }
             }
             let fade: Float = fadeIn < fadeFrames ? Float(fadeIn + 1) / Float(fadeFrames + 1) : 1
-            let gain = fade * gainPoints.value(at: base)
+            let gain = fade * gainPoints.value(at: base, fraction: position.fraction)
             fadeIn += 1
             kernel.interpolate(input, channels: channels, at: base - inputStart, fraction: position.fraction,
                                into: UnsafeMutableBufferPointer(rebasing: out[(i * channels)..<((i + 1) * channels)]), gain: gain)

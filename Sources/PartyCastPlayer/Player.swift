@@ -298,7 +298,8 @@ public final class Player: Sendable {
                     }
                     applyLiveSettings(of: timed, to: renderer)
                 }
-                let (duration, skipped, concealed, tags) = (source.duration, source.skippedBytes, source.concealedPackets, source.tags)
+                let tags = timed?.tags(atFrame: renderer.playingStreamFrame) ?? source.tags
+                let (duration, skipped, concealed) = (source.duration, source.skippedBytes, source.concealedPackets)
                 shared.withLockedValue { s in
                     s.status.duration = duration
                     s.status.skippedBytes = skipped

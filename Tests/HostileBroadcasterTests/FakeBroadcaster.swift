@@ -171,6 +171,8 @@ final class FakeConnection: @unchecked Sendable {
     private let writing = NSLock()
     private let state = NSCondition()
     private var first: PCEnvelope?
+    /// The latency offset of each Status the listener sent, in order.
+    private var reportedOffsets: [Int32] = []
     private var hello: PCHello?
     private var readerDone = false
     private var clockAnswered = false
@@ -226,10 +228,11 @@ final class FakeConnection: @unchecked Sendable {
     private func received(_ message: PCEnvelope) {
         state.withLock {
             if first == nil { first = message }
+            if case .status(let status)? = message.body { reportedOffsets.append(status.latencyOffsetMilliseconds) }
             if case .hello(let h)? = message.body, hello == nil { hello = h }
             state.broadcast()
         }
-        // Status and whatever a newer listener may add are ignored, as a broadcaster would.
+        // Whatever a newer listener may add is ignored, as a broadcaster would.
         if case .clockRequest(let request)? = message.body {
             for response in fake.clockAnswer(request) { try? write(WireFraming.encode(envelope(.clockResponse(response)))) }
             state.withLock { clockAnswered = true; state.broadcast() }
@@ -243,6 +246,15 @@ final class FakeConnection: @unchecked Sendable {
         try state.withLock {
             while !clockAnswered && !readerDone && state.wait(until: deadline) {}
             guard clockAnswered else { throw FakeError("no clock request answered within \(timeout) s") }
+        }
+    }
+
+    /// Waits (up to `timeout` s) for a Status reporting this latency offset; whether one came.
+    func waitForReportedOffset(_ milliseconds: Int32, timeout: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        return state.withLock {
+            while !reportedOffsets.contains(milliseconds) && !readerDone && state.wait(until: deadline) {}
+            return reportedOffsets.contains(milliseconds)
         }
     }
 

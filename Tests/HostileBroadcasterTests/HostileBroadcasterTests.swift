@@ -16,6 +16,10 @@ enum Expectation: Sendable {
     case audio([Piece])
     /// Exit with this status, with a stderr line mentioning `mentioning` (when given).
     case exit(Int32, mentioning: String?)
+    /// Exit 0, the virtual card having played the tone at the timeline positions of these chunks
+    /// (each range in chunks of the timeline) and silence between them; the tone is checked from
+    /// `settle` ms into a range that follows silence (Opus takes a while to converge again).
+    case timeline(tone: [Range<Int>], settle: Int = 30)
 }
 
 /// One hostile broadcast: what its first connection gets (later ones get the clean stream) and
@@ -132,6 +136,26 @@ func errorBody(_ code: PCErrorCode, _ message: String) -> PCEnvelope.OneOf_Body 
     error.code = code
     error.message = message
     return .error(error)
+}
+
+func withdrawBody(_ position: UInt64) -> PCEnvelope.OneOf_Body {
+    var withdraw = PCWithdraw()
+    withdraw.fromPosition = position
+    return .withdraw(withdraw)
+}
+
+func gainBody(_ value: Float, at position: UInt64, ramp: UInt32) -> PCEnvelope.OneOf_Body {
+    var gain = PCGain()
+    gain.gain = value
+    gain.atPosition = position
+    gain.rampFrames = ramp
+    return .gain(gain)
+}
+
+func latencyBody(_ milliseconds: Int32) -> PCEnvelope.OneOf_Body {
+    var settings = PCListenerSettings()
+    settings.latencyOffsetMilliseconds = milliseconds
+    return .listenerSettings(settings)
 }
 
 func clockResponse(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> PCClockResponse {
@@ -408,6 +432,105 @@ final class HostileBroadcasterTests: XCTestCase {
     /// The listener's first message on every connection is its Hello, however its threads are
     /// scheduled: 5 rounds of 8 listeners joining at once (real-time output, so the player's status
     /// reports run while they connect), each cut off halfway so that it also reconnects mid-play.
+    /// Protocol 4's live timeline against the real listener in party mode: a withdraw at chunk 50
+    /// whose replacement is silence (a skip to a silent song), or a gap (a pause, resumed 200 ms
+    /// later on the same line). What was sent from chunk 50 on before the withdraw is never heard;
+    /// everything before it is, in place, and so is the replacement.
+    func testWithdrawnAudioIsNeverHeardAndItsReplacementFollows() throws {
+        let opusSilence = try OpusEncoder(channels: ToneStream.channels, bitrateKbps: 128)
+            .encode([Float](repeating: 0, count: ToneStream.framesPerChunk * ToneStream.channels).withUnsafeBufferPointer { $0 })
+        func skip(_ name: String, stream: ToneStream, silence: [UInt8]) -> Scenario {
+            Scenario(name: name, stream: stream, outputs: ["virtual"], first: { c in
+                try c.handshake()
+                try c.chunks(0..<60)
+                try c.send(withdrawBody(UInt64(50 * ToneStream.framesPerChunk)))
+                for k in 50..<60 { try c.chunk(k) { $0.payload = Data(silence) } }
+                try c.chunks(60..<100)
+                try c.finish()
+            }, expect: .timeline(tone: [0..<50, 60..<100], settle: stream.codec == .opus ? 120 : 30))
+        }
+        func pause(_ name: String, stream: ToneStream) -> Scenario {
+            Scenario(name: name, stream: stream, outputs: ["virtual"], first: { c in
+                try c.handshake()
+                try c.chunks(0..<60)
+                try c.send(withdrawBody(UInt64(50 * ToneStream.framesPerChunk)))
+                var paused = PCPartyState()
+                paused.paused = true
+                try c.send(.partyState(paused))
+                // Resumed at chunk 60's place with the song where it paused (chunk 50 on).
+                for k in 60..<100 { try c.chunk(k) { $0.payload = Data(c.stream.payloads[k - 10]) } }
+                try c.finish()
+            }, expect: .timeline(tone: [0..<50, 60..<100]))
+        }
+        run([
+            skip("Withdraw at chunk 50, replaced by silence (PCM)", stream: .pcm, silence: [UInt8](repeating: 0, count: ToneStream.pcm.payloads[0].count)),
+            skip("Withdraw at chunk 50, replaced by silence (Opus)", stream: .opus, silence: opusSilence),
+            pause("Withdraw at chunk 50, resumed at chunk 60 (PCM)", stream: .pcm),
+            pause("Withdraw at chunk 50, resumed at chunk 60 (Opus)", stream: .opus),
+        ])
+    }
+
+    /// Gain from the broadcaster, sent ahead of the audio: muted (a 5 ms ramp down) from chunk 50,
+    /// back (a 5 ms ramp up) from chunk 60, each on its frames in party mode.
+    func testGainMutesAndUnmutesOnItsFrames() {
+        func muted(_ stream: ToneStream) -> Scenario {
+            Scenario(name: "Gain 0 from chunk 50, 1 from chunk 60 (\(stream.codec))", stream: stream, outputs: ["virtual"], first: { c in
+                try c.handshake()
+                try c.send(gainBody(0, at: UInt64(50 * ToneStream.framesPerChunk), ramp: 240),
+                           gainBody(1, at: UInt64(60 * ToneStream.framesPerChunk), ramp: 240))
+                try c.chunks(0..<100)
+                try c.finish()
+            }, expect: .timeline(tone: [0..<50, 60..<100]))
+        }
+        run([muted(.pcm), muted(.opus)])
+    }
+
+    /// The latency offset the remote sets reaches the listener's Status reports.
+    func testListenerSettingsAreReportedBack() throws {
+        let fake = try FakeBroadcaster(stream: .pcm, paced: true) { c in
+            try c.handshake()
+            try c.send(latencyBody(-300))
+            try c.chunks(0..<100)
+            if !c.waitForReportedOffset(-300) { c.fake.problem("no Status reported the latency offset of -300 ms within 10 s") }
+            try c.finish()
+        }
+        defer { fake.stop() }
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try ListenerRun(fake: fake, output: "virtual:\(directory)/out.wav")
+        fake.stop()
+        XCTAssertEqual(run.status, 0, run.lastWords)
+        XCTAssertEqual(run.problems, [])
+        XCTAssertEqual(fake.problems, [])
+    }
+
+    /// Timeline messages with absurd numbers, or harmless ones in a flood, change nothing heard.
+    func testHostileTimelineMessagesChangeNothing() {
+        run([
+            .interleaved("Withdraw at UInt64.max, 2^48, Int.max + 1") { c in
+                try c.send(withdrawBody(.max), withdrawBody(1 << 48), withdrawBody(UInt64(Int.max) + 1))
+            },
+            .interleaved("10000 Withdraws past everything sent") { c in
+                let frame = try WireFraming.encode(envelope(withdrawBody(UInt64(100 * ToneStream.framesPerChunk))))
+                try c.send(raw: Array(repeating: frame, count: 10_000).flatMap { $0 })
+            },
+            .interleaved("Gain NaN, ±∞, at UInt64.max, ramp UInt32.max; Gain 1 at 0") { c in
+                try c.send(gainBody(.nan, at: 0, ramp: 0), gainBody(.infinity, at: 0, ramp: 0), gainBody(-.infinity, at: 0, ramp: 0),
+                           gainBody(0, at: .max, ramp: 0), gainBody(0, at: 0, ramp: .max), gainBody(1, at: 0, ramp: 0))
+            },
+            .interleaved("ListenerSettings latency offset ±2001 ms, Int32.min, Int32.max") { c in
+                try c.send(latencyBody(2001), latencyBody(-2001), latencyBody(.min), latencyBody(.max))
+            },
+            .interleaved("10000 PartyStates") { c in
+                var state = PCPartyState()
+                for k in 0..<10_000 {
+                    state.paused = k % 2 == 0
+                    try c.send(.partyState(state))
+                }
+            },
+        ])
+    }
+
     func testTheFirstMessageIsAlwaysHello() throws {
         for round in 1...5 {
             let names = NamesSeen()
@@ -474,6 +597,12 @@ final class HostileBroadcasterTests: XCTestCase {
             case .exit(let status, let mentioning):
                 if run.status != status { problems.append("exited with status \(run.status), expected \(status): \(run.lastWords)") }
                 if let mentioning, !run.stderr.lowercased().contains(mentioning) { problems.append("stderr does not mention \"\(mentioning)\": \(run.lastWords)") }
+            case .timeline(let tone, let settle):
+                guard run.status == 0 else {
+                    problems.append("exited with status \(run.status), expected 0: \(run.lastWords)")
+                    break
+                }
+                problems += try timelineProblems(path: path, tone: tone, settle: settle, origin: fake.timelineOrigin)
             case .audio(let pieces):
                 guard run.status == 0 else {
                     problems.append("exited with status \(run.status), expected 0: \(run.lastWords)")
@@ -540,6 +669,33 @@ final class HostileBroadcasterTests: XCTestCase {
             if quality < 20 { problems.append("chunks \(r): SNR \(String(format: "%.1f", quality)) dB against the source (want >= 20)") }
         }
         return problems
+    }
+
+    /// The virtual card's recording against the timeline: each 10 ms window 30 ms or more inside a
+    /// range of `tone` chunks (`settle` ms after a start other than the stream's) must hold the
+    /// tone, and each 30 ms or more outside all of them (up to chunk 100's end) silence.
+    static func timelineProblems(path: String, tone: [Range<Int>], settle: Int, origin: Int64) throws -> [String] {
+        let audio = try readAudio(path)
+        guard let json = FileManager.default.contents(atPath: path + ".json"),
+              let clock = try? JSONSerialization.jsonObject(with: json) as? [String: Any], let t0 = (clock["t0_ns"] as? NSNumber)?.int64Value else {
+            return ["no readable \(path).json"]
+        }
+        let window = ToneStream.rate / 100 * ToneStream.channels
+        var problems: [String] = []
+        for start in stride(from: 0, to: audio.samples.count - window + 1, by: window) {
+            // The window's middle, in ms of the timeline (chunk k starts at 20k ms).
+            let middle = Double(start / ToneStream.channels) / Double(ToneStream.rate) * 1000 + 5 - Double(origin - t0) / 1e6
+            let distances = tone.map { r in min(middle - Double(r.lowerBound * 20), Double(r.upperBound * 20) - middle) }
+            guard let inside = distances.max(), middle < 2000 || inside > 0 else { continue }
+            let settled = tone.contains { r in middle - Double(r.lowerBound * 20) >= Double(r.lowerBound == 0 ? 30 : settle) && Double(r.upperBound * 20) - middle >= 30 }
+            let rms = (audio.samples[start..<start + window].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(window)).squareRoot()
+            if settled && abs(rms - ToneStream.toneRMS) > 0.2 * ToneStream.toneRMS {
+                problems.append("no tone at \(Int(middle)) ms of the timeline (RMS \(String(format: "%.3f", rms)))")
+            } else if inside <= -30 && rms > 0.05 * ToneStream.toneRMS {
+                problems.append("sound at \(Int(middle)) ms of the timeline, where there should be none (RMS \(String(format: "%.3f", rms)))")
+            }
+        }
+        return problems.count > 5 ? Array(problems.prefix(5)) + ["and \(problems.count - 5) more windows"] : problems
     }
 
     /// The virtual card records in real time from t0 (PATH.json): the tone must start at chunk 0's

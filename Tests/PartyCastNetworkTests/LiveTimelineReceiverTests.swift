@@ -113,6 +113,30 @@ extension ListenerValidationTests {
         XCTAssertEqual(play([envelope(.audioChunk(pcmChunk(0)))], into: &receiver).count, frames)
     }
 
+    func testTheTitleChangesWhereTheSongIsHeardFrom() {
+        var receiver = receiver()
+        func song(_ title: String, from start: UInt64) -> PCEnvelope {
+            var metadata = PCMetadata()
+            metadata.title = title
+            metadata.startPosition = start
+            return envelope(.metadata(metadata))
+        }
+        _ = play([welcome(), song("One", from: 0), song("Two", from: 48_000), song("Three", from: 96_000)], into: &receiver)
+        XCTAssertEqual(receiver.tags.title, "Three", "the newest, when where playback stands is not known")
+        XCTAssertEqual(receiver.tags(atFrame: nil).title, "Three")
+        XCTAssertEqual(receiver.tags(atFrame: 47_999).title, "One")
+        XCTAssertEqual(receiver.tags(atFrame: 48_000).title, "Two")
+        XCTAssertEqual(receiver.tags(atFrame: 200_000).title, "Three")
+        // A skip at 60 000: what was announced from there on is replaced.
+        _ = play([song("Skipped to", from: 60_000)], into: &receiver)
+        XCTAssertEqual(receiver.tags(atFrame: 59_999).title, "Two")
+        XCTAssertEqual(receiver.tags(atFrame: 100_000).title, "Skipped to")
+        // Hostile positions and floods stay bounded and answer something sane.
+        _ = play((0..<1000).map { song("S\($0)", from: UInt64.max - UInt64($0)) }, into: &receiver)
+        XCTAssertEqual(receiver.tags(atFrame: -5).title, receiver.tags(atFrame: 0).title)
+        XCTAssertEqual(receiver.tags(atFrame: Int.max).title, "S999")
+    }
+
     func testTheGateDeliversTimelineMessagesOnlyAfterTheWelcome() {
         var paused = PCPartyState()
         paused.paused = true
