@@ -33,7 +33,10 @@ release: deps
 test: deps fixtures
 	swift build
 	for product in listener broadcaster partycast-skew partycast-netem; do swift build -c release --product $$product; done
-	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test
+	set -o pipefail; PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test 2>&1 \
+		| tee .build/test.log; status=$$?; \
+		echo "--- failures (from .build/test.log):"; grep -E ": error: |' failed \(" .build/test.log | tail -40 || echo "none"; \
+		exit $$status
 
 # ThreadSanitizer over the in-process unit tests, in its own build directory; the tests that only
 # drive listener/broadcaster processes are skipped (the sanitizer watches this process alone).

@@ -77,6 +77,7 @@ final class PeerHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     struct Peer {
+        var id: String
         var name: String
         var host: String
     }
@@ -145,7 +146,10 @@ final class PeerHandler: ChannelInboundHandler {
                 drop(context, "speaks protocol \(hello.protocolVersion)")
                 return
             }
-            let peer = Peer(name: String(untrusted: hello.listenerName, limit: 60), host: String(untrusted: hello.hostName, limit: 60))
+            // A listener without an id of its own gets one for this connection: settings never leak between peers.
+            let listenerID = hello.listenerID.isEmpty ? "anonymous-\(String(UInt64.random(in: 1...UInt64.max), radix: 16))" : hello.listenerID
+            let peer = Peer(id: String(untrusted: listenerID, limit: 40), name: String(untrusted: hello.listenerName, limit: 60),
+                            host: String(untrusted: hello.hostName, limit: 60))
             guard let key else { return join(peer, clockKey: nil, context) }
             guard hello.holdsKey else {
                 send(PCEnvelope.failure(.keyRequired, "this party is private: join it with --key (or PARTYCAST_KEY)"), context)
@@ -178,7 +182,9 @@ final class PeerHandler: ChannelInboundHandler {
         case (.joined, .clockRequest(let request)?):
             send(ClockResponder.answer(request, receivedAt: receivedAt), context)
         case (.joined(let id, _, _), .status(let status)?):
-            fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds), syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil)
+            fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds),
+                          syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil,
+                          latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))))
         case (.joined(_, let name, _), .goodbye?):
             logger.info("\(name)@\(address) left")
             close(context)
@@ -200,7 +206,7 @@ final class PeerHandler: ChannelInboundHandler {
             greeting.body = .welcome(body)
         }
         let bytes = try? WireFraming.encode(greeting)
-        guard let id = fanout.join(channel: context.channel, name: peer.name, host: peer.host,
+        guard let id = fanout.join(channel: context.channel, listenerID: peer.id, name: peer.name, host: peer.host,
                                    address: address, first: bytes.map { [ByteBuffer(bytes: $0)] } ?? []) else {
             if let clockToken { clockResponder?.dismiss(clockToken) }
             state = .closed

@@ -2,17 +2,22 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCore
+import PartyCastWire
 import Synchronization
 
 /// One joined listener as the broadcaster sees it.
 public struct PeerInfo: Sendable {
     public var id: Int
+    /// The listener's own id, stable across its reconnects.
+    public var listenerID: String
     public var name: String
     public var host: String
     public var address: String
     /// The listener's last reported buffer fill, in milliseconds of audio.
     public var bufferMilliseconds: Int?
     public var syncErrorMicroseconds: Int?
+    /// The speaker delay it plays ahead of, as it last reported.
+    public var latencyOffsetMilliseconds = 0
     /// Chunks it missed because its connection could not keep up.
     public var skippedChunks = 0
 }
@@ -35,16 +40,28 @@ public final class Fanout: Sendable {
         /// What a listener joining now needs first: the stream format and the metadata.
         var preamble: [ByteBuffer] = []
         /// Chunks sent but not yet played (presentation time ahead of now), for late joiners.
-        var backlog: [(presentationNanoseconds: UInt64, bytes: ByteBuffer)] = []
-        /// Chunks queued since the last flush, back to back, and how many.
-        var batch = ByteBuffer()
-        var batchChunks = 0
+        var backlog: [Chunk] = []
+        /// Chunks queued since the last flush.
+        var batch: [Chunk] = []
         var everJoined = 0
+        /// What a joining listener is told of the party: paused or not, its gain, its latency offset.
+        var partyState: ByteBuffer?
+        var defaultGain: Float = 1
+        var gains: [String: Float] = [:]
+        var latencyOffsets: [String: Int] = [:]
         /// Set by `finish`: what a listener that connects after the end is told before it is closed.
         var farewell: ByteBuffer?
     }
 
+    struct Chunk {
+        var position: UInt64
+        var presentationNanoseconds: UInt64
+        var bytes: ByteBuffer
+    }
+
     private let state = NIOLockedValueBox(State())
+    /// Told (outside the lock) when a listener joins, leaves or reports.
+    private let observers = NIOLockedValueBox<[@Sendable () -> Void]>([])
     public let maxSkippedChunks: Int
     private let logger: Logger
 
@@ -65,15 +82,52 @@ public final class Fanout: Sendable {
         }
     }
 
+    public func observe(_ observer: @escaping @Sendable () -> Void) {
+        observers.withLockedValue { $0.append(observer) }
+    }
+
+    private func changed() {
+        for observer in observers.withLockedValue({ $0 }) { observer() }
+    }
+
     /// Queues an audio chunk for everyone (sent at the next `flushChunks()`) and keeps it for late
     /// joiners until it has been played.
-    public func queueChunk(_ bytes: ByteBuffer, presentationNanoseconds: UInt64, now: UInt64) {
+    public func queueChunk(_ bytes: ByteBuffer, position: UInt64, presentationNanoseconds: UInt64, now: UInt64) {
         state.withLockedValue { s in
             s.backlog.removeAll { $0.presentationNanoseconds < now }
-            s.backlog.append((presentationNanoseconds, bytes))
-            var chunk = bytes
-            s.batch.writeBuffer(&chunk)
-            s.batchChunks += 1
+            let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes)
+            s.backlog.append(chunk)
+            s.batch.append(chunk)
+        }
+    }
+
+    /// Takes back every chunk from `position` on: those not yet sent are dropped here, and every
+    /// listener is told (`notice`, a Withdraw) to drop what it already has of them. Bytes already
+    /// handed to a connection cannot be recalled; the listener drops them when the notice arrives.
+    public func withdraw(from position: UInt64, notice: ByteBuffer) {
+        state.withLockedValue { s in
+            s.backlog.removeAll { $0.position >= position }
+            s.batch.removeAll { $0.position >= position }
+            flushBatch(&s)
+            send(notice, chunks: 0, in: &s)
+        }
+    }
+
+    /// What every listener joining from now on is told of the party before any audio.
+    public func setGreeting(partyState: ByteBuffer, defaultGain: Float, gains: [String: Float], latencyOffsets: [String: Int]) {
+        state.withLockedValue { s in
+            s.partyState = partyState
+            s.defaultGain = defaultGain
+            s.gains = gains
+            s.latencyOffsets = latencyOffsets
+        }
+    }
+
+    /// Sends a message to one listener (all its connections), after the chunks queued for it.
+    public func send(_ bytes: ByteBuffer, toListener listenerID: String) {
+        state.withLockedValue { s in
+            flushBatch(&s)
+            for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(bytes, promise: nil) }
         }
     }
 
@@ -91,10 +145,12 @@ public final class Fanout: Sendable {
     }
 
     private func flushBatch(_ s: inout State) {
-        guard s.batchChunks > 0 else { return }
-        send(s.batch, chunks: s.batchChunks, in: &s)
-        s.batch = ByteBuffer()
-        s.batchChunks = 0
+        guard !s.batch.isEmpty else { return }
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(s.batch.reduce(0) { $0 + $1.bytes.readableBytes })
+        for var chunk in s.batch { bytes.writeBuffer(&chunk.bytes) }
+        send(bytes, chunks: s.batch.count, in: &s)
+        s.batch.removeAll(keepingCapacity: true)
     }
 
     private func send(_ bytes: ByteBuffer, chunks: Int, in s: inout State) {
@@ -125,8 +181,9 @@ public final class Fanout: Sendable {
     /// it sends `first` and the goodbye instead, closes the connection and returns nil: replaying
     /// the last chunks to a listener that reconnects while the broadcaster exits would repeat them.
     /// Must be called on the peer channel's event loop (its writes then precede any broadcast's).
-    func join(channel: Channel, name: String, host: String, address: String, first: [ByteBuffer]) -> Int? {
-        state.withLockedValue { s in
+    func join(channel: Channel, listenerID: String, name: String, host: String, address: String, first: [ByteBuffer]) -> Int? {
+        defer { changed() }
+        return state.withLockedValue { s in
             if let farewell = s.farewell {
                 for m in first + [farewell] { channel.write(m, promise: nil) }
                 channel.flush()
@@ -140,22 +197,48 @@ public final class Fanout: Sendable {
             s.everJoined += 1
             let now = monotonicNanoseconds()
             let unplayed = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.bytes)
-            for m in first + s.preamble + unplayed { channel.write(m, promise: nil) }
+            let greeting = Self.greeting(for: listenerID, in: s)
+            for m in first + s.preamble + greeting + unplayed { channel.write(m, promise: nil) }
             channel.flush()
-            s.peers[id] = Peer(info: PeerInfo(id: id, name: name, host: host, address: address), channel: channel)
+            s.peers[id] = Peer(info: PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), channel: channel)
             return id
         }
     }
 
-    func leave(_ id: Int) {
-        state.withLockedValue { _ = $0.peers.removeValue(forKey: id) }
+    /// The party's state, the listener's gain from the start of the timeline, and its latency
+    /// offset if the remote set one.
+    private static func greeting(for listenerID: String, in s: State) -> [ByteBuffer] {
+        var messages = s.partyState.map { [$0] } ?? []
+        var gain = PCGain()
+        gain.gain = s.gains[listenerID] ?? s.defaultGain
+        var envelope = PCEnvelope()
+        envelope.body = .gain(gain)
+        messages.append(Self.frame(envelope))
+        if let offset = s.latencyOffsets[listenerID] {
+            var settings = PCListenerSettings()
+            settings.latencyOffsetMilliseconds = Int32(clamping: offset)
+            envelope.body = .listenerSettings(settings)
+            messages.append(Self.frame(envelope))
+        }
+        return messages
     }
 
-    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
+    private static func frame(_ envelope: PCEnvelope) -> ByteBuffer {
+        ByteBuffer(bytes: (try? WireFraming.encode(envelope)) ?? [])
+    }
+
+    func leave(_ id: Int) {
+        state.withLockedValue { _ = $0.peers.removeValue(forKey: id) }
+        changed()
+    }
+
+    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int) {
         state.withLockedValue { s in
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds
+            s.peers[id]?.info.latencyOffsetMilliseconds = latencyOffsetMilliseconds
         }
+        changed()
     }
 
     /// Sends `goodbye` to everyone and closes each connection once everything queued for it has

@@ -88,7 +88,8 @@ struct ConnectionGate {
         case (.joined, .goodbye):
             phase = .ended
             return [.deliver(envelope), .close("it said goodbye")]
-        case (.joined, .streamFormat), (.joined, .metadata), (.joined, .audioChunk), (.joined, .endOfStream):
+        case (.joined, .streamFormat), (.joined, .metadata), (.joined, .audioChunk), (.joined, .endOfStream),
+             (.joined, .withdraw), (.joined, .gain), (.joined, .partyState), (.joined, .listenerSettings):
             return [.deliver(envelope)]
         case (.joined, _):
             phase = .ended
@@ -151,6 +152,10 @@ struct ConnectionGate {
         case .status: "a status report"
         case .keyChallenge: "a key challenge"
         case .keyProof: "a key proof"
+        case .withdraw: "a withdraw"
+        case .gain: "a gain"
+        case .partyState: "a party state"
+        case .listenerSettings: "listener settings"
         }
     }
 }

@@ -52,9 +52,10 @@ public final class NetworkSource: ScheduledPCMSource {
         var isCancelled: Bool { stopped.load(ordering: .acquiring) }
 
         /// Tells the broadcaster how this listener is doing (shown in its listener view).
-        public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?) {
+        public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int) {
             var status = PCStatus()
             status.bufferMilliseconds = UInt32(clamping: bufferMilliseconds)
+            status.latencyOffsetMilliseconds = Int32(clamping: latencyOffsetMilliseconds)
             if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
             var envelope = PCEnvelope()
             envelope.body = .status(status)
@@ -91,6 +92,12 @@ public final class NetworkSource: ScheduledPCMSource {
     public var broadcasterName: String { receiver.broadcasterName }
     public var schedule: PlaybackSchedule { control.clockSync.schedule }
     public private(set) var lastProducedFrame: Int?
+    public var isPartyPaused: Bool { receiver.partyPaused }
+    public var latencyOffsetMilliseconds: Int? { receiver.latencyOffsetMilliseconds }
+    /// Withdraw, Gain and ListenerSettings messages refused for absurd numbers.
+    public var droppedTimelineMessages: Int { receiver.droppedMessages }
+
+    public func takeTimelineEvents() -> [TimelineEvent] { receiver.takeEvents() }
 
     public init(options: Options, control: Control, logger: Logger, resolve: @escaping EndpointResolver) {
         self.options = options

@@ -45,6 +45,11 @@ struct StreamReceiver {
     static let realignAfter = 50
     /// Longest text shown from the wire.
     static let textLimit = 200
+    /// The longest gain ramp: 10 s.
+    static let longestRampSeconds = 10
+    /// Timeline events held for the player at most (it takes them after every message; only the
+    /// messages before the stream format pile up).
+    static let eventLimit = 64
 
     private(set) var spec: Spec?
     private(set) var tags = TrackTags()
@@ -53,6 +58,14 @@ struct StreamReceiver {
     /// Chunks refused for absurd numbers, and chunks that did not decode and were concealed.
     private(set) var droppedChunks = 0
     private(set) var concealedChunks = 0
+    /// Timeline messages (Withdraw, Gain, ListenerSettings) refused for absurd numbers, or for
+    /// coming faster than the player takes them.
+    private(set) var droppedMessages = 0
+    /// Withdraws and gains for the player, in order.
+    private var events: [TimelineEvent] = []
+    private(set) var partyPaused = false
+    /// The latency offset the broadcaster set (ms); nil until it sets one.
+    private(set) var latencyOffsetMilliseconds: Int?
     /// The stream frame of the first sample the last `receive` appended; nil if it appended none.
     private(set) var lastProducedFrame: Int?
 
@@ -85,12 +98,56 @@ struct StreamReceiver {
         case .audioChunk(let chunk)?:
             guard let spec, let decoder else { return .violation("it sent audio before its stream format") }
             play(chunk, arrivedAt: arrivedAt, spec: spec, decoder: decoder, into: &buffer)
+        case .withdraw(let withdraw)?:
+            self.withdraw(from: withdraw.fromPosition)
+        case .gain(let gain)?:
+            let longest = UInt32(Self.longestRampSeconds * (spec?.format.sampleRate ?? 48000))
+            guard gain.atPosition < Self.maximumPosition, gain.gain.isFinite, gain.rampFrames <= longest else {
+                droppedMessages += 1
+                break
+            }
+            post(.gain(min(max(gain.gain, 0), 1), atFrame: Int(gain.atPosition), rampFrames: Int(gain.rampFrames)))
+        case .partyState(let state)?:
+            partyPaused = state.paused
+        case .listenerSettings(let settings)?:
+            guard (-2000...2000).contains(settings.latencyOffsetMilliseconds) else {
+                droppedMessages += 1
+                break
+            }
+            latencyOffsetMilliseconds = Int(settings.latencyOffsetMilliseconds)
         case .goodbye?:
             return .ended
         default:
             break
         }
         return .continues
+    }
+
+    /// The player's events since the last call.
+    mutating func takeEvents() -> [TimelineEvent] {
+        defer { events.removeAll(keepingCapacity: true) }
+        return events
+    }
+
+    private mutating func post(_ event: TimelineEvent) {
+        guard events.count < Self.eventLimit else {
+            droppedMessages += 1
+            return
+        }
+        events.append(event)
+    }
+
+    /// Audio from `position` on is withdrawn: what replaces it comes from `position` (or later),
+    /// and must not be taken for chunks already played.
+    private mutating func withdraw(from position: UInt64) {
+        guard position < Self.maximumPosition else {
+            droppedMessages += 1
+            return
+        }
+        // Before any audio there is nothing to withdraw.
+        guard let played = playedUpTo else { return }
+        playedUpTo = min(played, position)
+        post(.withdraw(fromFrame: Int(position)))
     }
 
     /// A broadcast (a broadcaster's run) starts afresh: new decoder state, new timeline.

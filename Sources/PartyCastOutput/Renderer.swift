@@ -39,20 +39,29 @@ public final class Renderer: Sendable {
 
     public let ring: SPSCRing
     public let channels: Int
-    // nonisolated(unsafe): its state is used by render() alone (the output thread, where no lock may be taken); others use only its atomics.
+    /// The gain per stream frame, published by the producer (the broadcaster's Gain messages).
+    public let gains = GainSchedule()
+    // nonisolated(unsafe), both: their state is used by render() alone (the output thread, where no lock may be taken); others use only their atomics.
     private nonisolated(unsafe) let scheduled: ScheduledReader?
+    private nonisolated(unsafe) let plain: PlainReader
     private let mode = Atomic<Mode>(.hold)
     private let streamEnded = Atomic<Bool>(false)
     private let flushesRequested = Atomic<Int>(0)
     private let flushesDone = Atomic<Int>(0)
+    /// A cut's stream frame, written by the producer before it takes a ticket.
+    private let cutFrame = Atomic<Int>(0)
+    private let cutsRequested = Atomic<Int>(0)
+    private let cutsDone = Atomic<Int>(0)
     private let framesRendered = Atomic<Int>(0)
     private let underrunCount = Atomic<Int>(0)
+    private let streamFramePlayed = Atomic<Int>(Int.min)
 
     public init(ring: SPSCRing, channels: Int, sync: Sync? = nil) {
         self.ring = ring
         self.channels = channels
-        scheduled = sync.map {
-            ScheduledReader(ring: ring, channels: channels, sampleRate: $0.sampleRate, schedule: $0.schedule,
+        plain = PlainReader(ring: ring, channels: channels, gains: gains)
+        scheduled = sync.map { [gains] in
+            ScheduledReader(ring: ring, channels: channels, sampleRate: $0.sampleRate, schedule: $0.schedule, gains: gains,
                             latencyOffsetNanoseconds: $0.latencyOffsetNanoseconds)
         }
     }
@@ -62,7 +71,18 @@ public final class Renderer: Sendable {
 
     /// The stream frame of the next sample the producer writes, which starts a new timeline: call it
     /// before the first write and after each flush.
-    public func beginTimeline(atFrame frame: Int) { scheduled?.timelineStart.store(frame, ordering: .releasing) }
+    public func beginTimeline(atFrame frame: Int) {
+        if let scheduled { scheduled.timelineStart.store(frame, ordering: .releasing) } else { plain.timelineStart.store(frame, ordering: .releasing) }
+    }
+
+    /// Party mode: changes the speaker delay played ahead of, from the next output period on.
+    public func setLatencyOffset(nanoseconds: Int64) { scheduled?.latencyOffsetNanoseconds.store(nanoseconds, ordering: .relaxed) }
+
+    /// The stream frame playing now (the next one read), once there is one.
+    public var playingStreamFrame: Int? {
+        let frame = streamFramePlayed.load(ordering: .relaxed)
+        return frame == Int.min ? nil : frame
+    }
 
     /// Party mode's last measured lateness of playback (µs; negative: early); nil before there is one.
     public var syncErrorMicroseconds: Int? {
@@ -90,6 +110,18 @@ public final class Renderer: Sendable {
 
     public func isFlushed(_ ticket: Int) -> Bool { flushesDone.load(ordering: .acquiring) >= ticket }
 
+    /// Asks the output thread to withdraw stream frames from `frame` on (see `ScheduledReader.cut`):
+    /// frames before it play as they would have, none from it on is heard. The producer must not
+    /// write until `isCut(ticket)`; then what it writes next is stream frame `frame` (or later,
+    /// after a gap). A request made before the last one was answered must carry the earlier frame
+    /// of the two (the output thread may see the new frame with the old ticket).
+    public func requestCut(atFrame frame: Int) -> Int {
+        cutFrame.store(frame, ordering: .relaxed)
+        return cutsRequested.add(1, ordering: .acquiringAndReleasing).newValue
+    }
+
+    public func isCut(_ ticket: Int) -> Bool { cutsDone.load(ordering: .acquiring) >= ticket }
+
     // MARK: Output thread side
 
     /// Fills `buffer` (interleaved, a whole number of frames) and says what it holds. Real-time
@@ -100,9 +132,18 @@ public final class Renderer: Sendable {
         if flushesDone.load(ordering: .relaxed) != flushTicket {
             ring.discard(ring.availableToRead)
             scheduled?.reset()
+            plain.reset()
+            streamFramePlayed.store(Int.min, ordering: .relaxed)
             flushesDone.store(flushTicket, ordering: .releasing)
             silence(buffer, from: 0)
             return .silence
+        }
+        // Cuts are done in any mode (held, paused): the producer waits for them.
+        let cutTicket = cutsRequested.load(ordering: .acquiring)
+        if cutsDone.load(ordering: .relaxed) != cutTicket {
+            let frame = cutFrame.load(ordering: .relaxed)
+            if let scheduled { scheduled.cut(at: frame) } else { plain.cut(at: frame) }
+            cutsDone.store(cutTicket, ordering: .releasing)
         }
         switch mode.load(ordering: .acquiring) {
         case .hold:
@@ -114,16 +155,16 @@ public final class Renderer: Sendable {
                 let underrunsBefore = scheduled.underruns
                 let (frames, finished) = scheduled.render(into: buffer, heardAt: heardAt, streamEnded: streamEnded.load(ordering: .acquiring))
                 framesRendered.add(frames, ordering: .releasing)
+                if let frame = scheduled.playingFrame { streamFramePlayed.store(frame, ordering: .relaxed) }
                 if scheduled.underruns != underrunsBefore { underrunCount.add(1, ordering: .relaxed) }
                 if finished { return .finished(frames: frames) }
                 return frames > 0 ? .audio(frames: frames) : .silence
             }
             let ended = streamEnded.load(ordering: .acquiring)
             let wanted = buffer.count - buffer.count % channels
-            let available = ring.availableToRead
-            let count = min(wanted, available - available % channels)
-            let got = ring.read(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<count]))
+            let got = plain.read(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<wanted]))
             silence(buffer, from: got)
+            if let frame = plain.nextFrame { streamFramePlayed.store(frame, ordering: .relaxed) }
             let frames = got / channels
             framesRendered.add(frames, ordering: .releasing)
             if got < wanted {
@@ -141,4 +182,54 @@ public final class Renderer: Sendable {
         guard start < buffer.count else { return }
         UnsafeMutableBufferPointer(rebasing: buffer[start...]).update(repeating: 0)
     }
+}
+
+/// The plain path (no schedule: files, --no-sync): frames in ring order, as soon as asked for. Their
+/// stream frames are counted from the timeline's start, so gains and cuts find them there too.
+/// Output thread only, like `ScheduledReader`.
+final class PlainReader {
+    private let ring: SPSCRing
+    private let channels: Int
+    private let gains: GainSchedule
+    /// Set by the ring's producer: the stream frame its first sample after a flush holds.
+    let timelineStart = Atomic<Int>(0)
+    /// The stream frame of the ring's next frame, once one was read or cut since the last flush.
+    private(set) var nextFrame: Int?
+
+    init(ring: SPSCRing, channels: Int, gains: GainSchedule) {
+        self.ring = ring
+        self.channels = channels
+        self.gains = gains
+    }
+
+    private var ringFirst: Int { nextFrame ?? timelineStart.load(ordering: .acquiring) }
+
+    /// Whole frames from the ring into `buffer`, with their gain; returns the samples written.
+    func read(into buffer: UnsafeMutableBufferPointer<Float>) -> Int {
+        let available = ring.availableToRead
+        let count = min(buffer.count, available - available % channels)
+        let got = ring.read(into: UnsafeMutableBufferPointer(rebasing: buffer[0..<count]))
+        guard got > 0 else { return 0 }
+        let first = ringFirst
+        let points = gains.latest()
+        if !points.isUnity {
+            for i in 0..<(got / channels) {
+                let gain = points.value(at: first + i)
+                for c in 0..<channels { buffer[i * channels + c] *= gain }
+            }
+        }
+        nextFrame = first + got / channels
+        return got
+    }
+
+    /// Withdraws stream frames from `frame` on (the producer is parked): the ring keeps those before it.
+    func cut(at frame: Int) {
+        let first = ringFirst
+        ring.truncate(keeping: max(0, frame - first) * channels)
+        // Past `frame` already: the replacement plays from its start, as soon as it comes.
+        nextFrame = min(first, frame)
+    }
+
+    /// The ring was emptied: the next timeline starts at `timelineStart`.
+    func reset() { nextFrame = nil }
 }

@@ -10,6 +10,8 @@ import Synchronization
 /// own slope (the clocks' drift) plus a small correction of the measured error, so no click is ever
 /// heard. An error too big to slide away (a stall, a jump of the clock) is fixed by fading out and
 /// aligning afresh. Everything is preallocated; nothing here allocates, locks or logs.
+/// Each frame is scaled by the `GainSchedule`'s gain for its stream frame; a cut drops what it
+/// holds of withdrawn audio (see `cut(at:)`).
 final class ScheduledReader {
     /// Frames of the interpolation kernel on each side of the read position.
     static let halfTaps = 16
@@ -34,7 +36,10 @@ final class ScheduledReader {
     private let channels: Int
     private let schedule: PlaybackSchedule
     private let nanosecondsPerFrame: Double
-    private let latencyOffsetNanoseconds: Int64
+    private let gains: GainSchedule
+    /// Added to every heard-at time; changed at run time, it shows up as an error that is slid
+    /// away or faded out and realigned like any other.
+    let latencyOffsetNanoseconds: Atomic<Int64>
     /// Set by the ring's producer: the stream frame its first sample after a flush holds.
     let timelineStart = Atomic<Int>(0)
     private let kernel = InterpolationKernel(halfTaps: ScheduledReader.halfTaps)
@@ -57,18 +62,22 @@ final class ScheduledReader {
     private(set) var underruns = 0
     /// Whether silence was appended after the stream's last frame.
     private var tailPadded = false
-    /// Frames let go from the ring's start while there was no schedule to play them on.
-    private var unscheduledDiscards = 0
+    /// Before the timeline is taken up: how far the ring's first frame is from `timelineStart`
+    /// (frames let go while there was no schedule to play them on, a cut before it).
+    private var ringShift = 0
+    /// The gain curve of the current `render` call.
+    private var gainPoints = GainSchedule.Points()
 
     /// Last measured lateness of what is heard against its schedule (µs; negative: early), or Int.min before the first.
     let syncErrorMicroseconds = Atomic<Int>(Int.min)
 
-    init(ring: SPSCRing, channels: Int, sampleRate: Int, schedule: PlaybackSchedule,
+    init(ring: SPSCRing, channels: Int, sampleRate: Int, schedule: PlaybackSchedule, gains: GainSchedule,
          latencyOffsetNanoseconds: Int64) {
         self.ring = ring
         self.channels = channels
         self.schedule = schedule
-        self.latencyOffsetNanoseconds = latencyOffsetNanoseconds
+        self.gains = gains
+        self.latencyOffsetNanoseconds = Atomic(latencyOffsetNanoseconds)
         nanosecondsPerFrame = 1e9 / Double(sampleRate)
         hardResyncFrames = Self.hardResyncSeconds * Double(sampleRate)
         correctionFrames = Self.correctionSeconds * Double(sampleRate)
@@ -89,7 +98,31 @@ final class ScheduledReader {
         state = .needsTimeline
         inputFrames = 0
         tailPadded = false
-        unscheduledDiscards = 0
+        ringShift = 0
+    }
+
+    /// The stream frame of the next output frame, once playing.
+    var playingFrame: Int? {
+        if case .locked = state { position.frame } else { nil }
+    }
+
+    /// Withdraws stream frames from `frame` on (the producer is parked): frames before it, in the
+    /// input or the ring, stay exactly as they were; the rest goes. If playback is past `frame`
+    /// already, everything held goes and the replacement's late frames are dropped as they come.
+    func cut(at frame: Int) {
+        let ringFirst: Int
+        if case .needsTimeline = state {
+            ringFirst = timelineStart.load(ordering: .acquiring) + ringShift
+            if frame < ringFirst { ringShift = frame - timelineStart.load(ordering: .acquiring) }
+        } else {
+            ringFirst = inputStart + inputFrames
+            if frame < ringFirst {
+                inputFrames = max(0, frame - inputStart)
+                inputStart = min(inputStart, frame)
+                tailPadded = false
+            }
+        }
+        ring.truncate(keeping: max(0, frame - ringFirst) * channels)
     }
 
     /// Playback was held (pause, underrun): on resume, find the scheduled frame again.
@@ -127,12 +160,13 @@ final class ScheduledReader {
             // connection whose clock answers bring the schedule. The oldest audio goes instead (it
             // would be late by then), keeping its place on the timeline.
             if ring.capacity - ring.availableToRead < out.count {
-                unscheduledDiscards += ring.discard(out.count) / channels
+                ringShift += ring.discard(out.count) / channels
             }
             return (0, streamEnded)
         }
         lastLine = line
-        let heard = heardAt &+ latencyOffsetNanoseconds
+        gainPoints = gains.latest()
+        let heard = heardAt &+ latencyOffsetNanoseconds.load(ordering: .relaxed)
         let due = line.frame(at: heard)
         let dueAfter = line.frame(at: heard &+ Int64((Double(frames) * nanosecondsPerFrame).rounded()))
         let slope = (dueAfter - due) / Double(frames)
@@ -140,7 +174,7 @@ final class ScheduledReader {
         if case .needsTimeline = state {
             guard ring.availableToRead >= channels else { return (0, streamEnded) }
             // Silence before the timeline's first frame, so the kernel has history from the start.
-            inputStart = timelineStart.load(ordering: .acquiring) + unscheduledDiscards - Self.halfTaps
+            inputStart = timelineStart.load(ordering: .acquiring) + ringShift - Self.halfTaps
             inputFrames = Self.halfTaps
             input.update(repeating: 0)
             state = .aligning
@@ -212,7 +246,8 @@ final class ScheduledReader {
                     continue
                 }
             }
-            let gain: Float = fadeIn < fadeFrames ? Float(fadeIn + 1) / Float(fadeFrames + 1) : 1
+            let fade: Float = fadeIn < fadeFrames ? Float(fadeIn + 1) / Float(fadeFrames + 1) : 1
+            let gain = fade * gainPoints.value(at: base)
             fadeIn += 1
             kernel.interpolate(input, channels: channels, at: base - inputStart, fraction: position.fraction,
                                into: UnsafeMutableBufferPointer(rebasing: out[(i * channels)..<((i + 1) * channels)]), gain: gain)

@@ -58,7 +58,10 @@ public final class Player: Sendable {
         self.openSource = source
         self.output = output
         self.options = options
-        shared.withLockedValue { $0.status.outputName = output.name }
+        shared.withLockedValue {
+            $0.status.outputName = output.name
+            $0.status.latencyOffsetMilliseconds = Int((options.latencyOffsetSeconds * 1000).rounded())
+        }
     }
 
     /// Called on the control thread (never the audio thread) on every state change and ~10 times a second.
@@ -244,8 +247,10 @@ public final class Player: Sendable {
         pending.reserveCapacity(1 << 16)
         var written = 0
         var ended = false
-        let timed = renderer.isScheduled ? source as? ScheduledPCMSource : nil
+        // A live source's frames are kept on its timeline in both modes, so cuts and gains find them.
+        let timed = source as? ScheduledPCMSource
         var timeline = TimelineKeeper(sampleRate: format.sampleRate)
+        var live = LiveTimeline()
         while !stopRequested.load(ordering: .acquiring) && !isStopping {
             if let command = shared.withLockedValue({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
                 let target: Int
@@ -277,15 +282,21 @@ public final class Player: Sendable {
                 written = 0
                 ended = !(try source.produce(into: &pending))
                 if ended { renderer.markEndOfStream() }
-                if let timed, let frame = timed.lastProducedFrame {
-                    switch timeline.place(frame: frame, frames: pending.count / format.channels) {
-                    case .continues: break
-                    case .gap(let frames):
-                        pending.insert(contentsOf: repeatElement(0, count: frames * format.channels), at: 0)
-                    case .restart:
-                        guard flush(renderer) else { return }
-                        renderer.beginTimeline(atFrame: frame)
+                if let timed {
+                    live.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
+                    if let frame = timed.lastProducedFrame {
+                        switch timeline.place(frame: frame, frames: pending.count / format.channels) {
+                        case .continues: break
+                        case .gap(let frames):
+                            pending.insert(contentsOf: repeatElement(0, count: frames * format.channels), at: 0)
+                        case .trim(let frames):
+                            pending.removeFirst(frames * format.channels)
+                        case .restart:
+                            guard awaitCut(renderer, live.take()), restart(renderer) else { return }
+                            renderer.beginTimeline(atFrame: frame)
+                        }
                     }
+                    applyLiveSettings(of: timed, to: renderer)
                 }
                 let (duration, skipped, concealed, tags) = (source.duration, source.skippedBytes, source.concealedPackets, source.tags)
                 shared.withLockedValue { s in
@@ -296,6 +307,8 @@ public final class Player: Sendable {
                 }
             }
             if written < pending.count {
+                // Nothing is written while a cut is under way: it would be cut too.
+                guard awaitCut(renderer, live.take()) else { return }
                 written += pending.withUnsafeBufferPointer { ring.write(UnsafeBufferPointer(rebasing: $0[written...])) }
             }
             if written < pending.count || ended {
@@ -308,11 +321,45 @@ public final class Player: Sendable {
     /// Empties the ring through the output thread; false if the output or the player stopped meanwhile.
     private func flush(_ renderer: Renderer) -> Bool {
         let ticket = renderer.requestFlush()
-        while !renderer.isFlushed(ticket) {
-            if output.outcome != nil || stopRequested.load(ordering: .acquiring) { return false }
+        return awaitOutput { renderer.isFlushed(ticket) }
+    }
+
+    /// Waits for the output thread to answer a cut (if one is under way); false if the output or
+    /// the player stopped meanwhile.
+    private func awaitCut(_ renderer: Renderer, _ ticket: Int?) -> Bool {
+        guard let ticket else { return true }
+        return awaitOutput { renderer.isCut(ticket) }
+    }
+
+    /// A live source's new timeline. Party mode drops what the ring holds of the old one (it is
+    /// off the schedule now); the plain path plays it out first, unless held (then nothing would
+    /// play it: it goes).
+    private func restart(_ renderer: Renderer) -> Bool {
+        if !renderer.isScheduled && renderer.currentMode == .run {
+            guard awaitOutput({ renderer.ring.availableToRead == 0 || renderer.currentMode != .run }) else { return false }
+        }
+        return flush(renderer)
+    }
+
+    private func awaitOutput(_ done: () -> Bool) -> Bool {
+        while !done() {
+            if output.outcome != nil || stopRequested.load(ordering: .acquiring) || isStopping { return false }
             sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
         }
         return true
+    }
+
+    /// What a live source says besides audio: party paused, a latency offset set by its remote.
+    private func applyLiveSettings(of source: ScheduledPCMSource, to renderer: Renderer) {
+        let paused = source.isPartyPaused
+        let offset = source.latencyOffsetMilliseconds
+        let changedOffset = shared.withLockedValue { s -> Int? in
+            s.status.partyPaused = paused
+            guard let offset, offset != s.status.latencyOffsetMilliseconds else { return nil }
+            s.status.latencyOffsetMilliseconds = offset
+            return offset
+        }
+        if let changedOffset { renderer.setLatencyOffset(nanoseconds: Int64(changedOffset) * 1_000_000) }
     }
 
     private var isStopping: Bool {
@@ -320,27 +367,89 @@ public final class Player: Sendable {
     }
 }
 
-/// Keeps the ring's samples on the stream's timeline in party mode: each block a scheduled source
-/// produces says which stream frame it starts at; a short gap (chunks lost on the way) is filled
-/// with silence so later frames keep their place, anything else starts the ring's timeline afresh.
+/// The producer's side of a live broadcast's timeline events: it cuts the ring at withdrawn frames
+/// and keeps the gain curve the output thread reads.
+struct LiveTimeline {
+    private var gains = GainCurve()
+    /// The cut asked of the output thread and not yet answered, if any: its ticket and frame.
+    private var cut: (ticket: Int, frame: Int)?
+
+    mutating func apply(_ events: [TimelineEvent], renderer: Renderer, timeline: inout TimelineKeeper) {
+        var gainsChanged = false
+        for event in events {
+            switch event {
+            case .withdraw(let frame):
+                // Only what was written from `frame` on needs cutting; a cut not yet answered is
+                // widened rather than waited for, so a flood of withdraws costs no waiting.
+                guard timeline.withdraw(from: frame) else { continue }
+                if let cut, !renderer.isCut(cut.ticket) {
+                    let earliest = min(cut.frame, frame)
+                    self.cut = (renderer.requestCut(atFrame: earliest), earliest)
+                } else {
+                    cut = (renderer.requestCut(atFrame: frame), frame)
+                }
+            case .gain(let gain, let frame, let ramp):
+                gains.set(gain, atFrame: frame, rampFrames: ramp)
+                gainsChanged = true
+            }
+        }
+        guard gainsChanged else { return }
+        if let playing = renderer.playingStreamFrame { gains.forget(before: playing) }
+        renderer.gains.publish(gains)
+    }
+
+    /// The ticket of the cut under way, to wait for before writing; nil when there is none.
+    mutating func take() -> Int? {
+        defer { cut = nil }
+        return cut?.ticket
+    }
+}
+
+/// Keeps the ring's samples on a live source's timeline: each block it produces says which stream
+/// frame it starts at; a short gap (chunks lost on the way, a short pause) is filled with silence
+/// so later frames keep their place, a block that starts a little early (after a cut, Opus's codec
+/// delay puts the replacement's first frames before the cut) loses its head, anything else starts
+/// the ring's timeline afresh.
 struct TimelineKeeper {
     enum Placement: Equatable {
         case continues
         case gap(frames: Int)
+        case trim(frames: Int)
         case restart
     }
 
-    /// Gaps up to this long are bridged with silence.
+    /// Gaps and overlaps up to this long are bridged with silence or trimmed.
     let longestGap: Int
     private var nextFrame: Int?
 
     init(sampleRate: Int) { longestGap = sampleRate }
 
     mutating func place(frame: Int, frames: Int) -> Placement {
-        defer { nextFrame = frame + frames }
-        guard let expected = nextFrame else { return .restart }
+        guard let expected = nextFrame else {
+            nextFrame = frame + frames
+            return .restart
+        }
         let gap = frame - expected
-        if gap == 0 { return .continues }
-        return gap > 0 && gap <= longestGap ? .gap(frames: gap) : .restart
+        switch gap {
+        case 0:
+            nextFrame = frame + frames
+            return .continues
+        case 1...longestGap:
+            nextFrame = frame + frames
+            return .gap(frames: gap)
+        case -longestGap..<0:
+            nextFrame = max(expected, frame + frames)
+            return .trim(frames: min(-gap, frames))
+        default:
+            nextFrame = frame + frames
+            return .restart
+        }
+    }
+
+    /// Audio from `frame` on is withdrawn; whether any of it was placed (then the ring must be cut).
+    mutating func withdraw(from frame: Int) -> Bool {
+        guard let expected = nextFrame, frame < expected else { return false }
+        nextFrame = frame
+        return true
     }
 }

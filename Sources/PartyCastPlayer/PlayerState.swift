@@ -47,6 +47,10 @@ public struct PlayerStatus: Sendable {
     /// Packets the source concealed (a broadcast's bad chunks).
     public var concealedPackets = 0
     public var outputName = ""
+    /// A live broadcast's party is paused (by its remote or its broadcaster).
+    public var partyPaused = false
+    /// Party mode: the speaker delay played ahead of (--latency-offset, or what the broadcaster set).
+    public var latencyOffsetMilliseconds = 0
 
     public var positionSeconds: Double {
         guard let rate = format?.sampleRate else { return 0 }

@@ -63,6 +63,17 @@ public final class SPSCRing: @unchecked Sendable {
         return count
     }
 
+    /// Consumer: drops all but the first `count` samples waiting to be read, from the end (a cut:
+    /// the producer's last writes are withdrawn). Legal only while the producer is parked, not
+    /// writing, until the consumer tells it through a release/acquire handshake (the renderer's cut
+    /// tickets) that it may go on: it moves the producer's index back.
+    public func truncate(keeping count: Int) {
+        let r = readIndex.load(ordering: .relaxed)
+        let w = writeIndex.load(ordering: .acquiring)
+        guard count >= 0, count < w &- r else { return }
+        writeIndex.store(r &+ count, ordering: .releasing)
+    }
+
     /// Consumer: drops up to `count` samples; returns how many were dropped.
     @discardableResult
     public func discard(_ count: Int) -> Int {

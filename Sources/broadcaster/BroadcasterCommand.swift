@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import PartyCastBroadcast
 import PartyCastCLI
@@ -55,6 +56,9 @@ struct Share: ParsableCommand {
     @Flag(help: "Start over after the last source.")
     var loop = false
 
+    @Option(help: "A folder of MP3 files the remote may add to the queue (besides the sources given here).")
+    var library: String?
+
     @Flag(name: .customLong("no-mdns"), help: "Do not advertise over mDNS; listeners must use --host.")
     var noMDNS = false
 
@@ -87,10 +91,11 @@ struct Share: ParsableCommand {
         options.startInSeconds = startIn
         options.leadMilliseconds = buffer
         options.loop = loop
-        let factories = try playableSources(logger: logger)
+        let playable = try playableSources(logger: logger)
         let partyKey = key.key
         let fanout = Fanout(logger: logger)
-        let broadcaster = Broadcaster(sources: factories, options: options, fanout: fanout, logger: logger)
+        let broadcaster = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
+                                fanout: fanout, logger: logger, opener: Self.source(spec:))
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: broadcaster.welcome, logger: logger)
         defer { server.shutdown() }
         // The party's command queue, which the remote control drives: nil until `Party` lands.
@@ -119,7 +124,20 @@ struct Share: ParsableCommand {
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
-        let keys = KeyReader { if $0 == .quit { broadcaster.stop() } }
+        // Keys at the broadcaster's own terminal: space pauses and resumes, ←/→ seek 10 s, q quits.
+        let keys = KeyReader { key in
+            let party = broadcaster.snapshot
+            let command: PartyCommand
+            switch key {
+            case .quit: return broadcaster.stop()
+            case .space: command = party.paused ? .resume : .pause
+            case .left: command = .seek(seconds: max(0, party.elapsedSeconds - 10))
+            case .right: command = .seek(seconds: party.elapsedSeconds + 10)
+            }
+            Task {
+                if case .failure(let refusal) = await broadcaster.perform(command) { logger.notice("\(refusal.message)") }
+            }
+        }
         defer { keys?.finish() }
         let finished: Bool
         do {
@@ -135,26 +153,40 @@ struct Share: ParsableCommand {
         logger.info(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
     }
 
-    /// A factory per source; one that can't be read is skipped with a line, so the rest plays.
-    private func playableSources(logger: Logger) throws(PartyCastError) -> [(label: String, open: Broadcaster.SourceFactory)] {
-        var factories: [(label: String, open: Broadcaster.SourceFactory)] = []
+    /// A source per argument; one that can't be read is skipped with a line, so the rest plays.
+    private func playableSources(logger: Logger) throws(PartyCastError) -> [PartySource] {
+        var playable: [PartySource] = []
         var lastFailure: PartyCastError?
         for spec in sources {
             do throws(PartyCastError) {
-                if spec.hasPrefix("tone:") {
-                    _ = try ToneGenerator(spec: String(spec.dropFirst(5)))  // reject a bad spec before going live
-                    factories.append((spec, { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) }))
-                    continue
-                }
-                _ = try FileByteSource(path: spec)
-                let label = String(spec.split(separator: "/").last ?? Substring(spec))
-                factories.append((label, { () throws(PartyCastError) -> PCMSource in try MP3Source(bytes: FileByteSource(path: spec)) }))
+                playable.append(try Self.source(spec: spec))
             } catch {
                 logger.warning("skipping \(spec): \(error.message)")
                 lastFailure = error
             }
         }
-        if factories.isEmpty, let lastFailure { throw lastFailure }
-        return factories
+        if playable.isEmpty, let lastFailure { throw lastFailure }
+        return playable
+    }
+
+    /// A `tone:` generator or an MP3 file, checked now (a bad spec is refused before going live)
+    /// and opened afresh each time it plays.
+    static func source(spec: String) throws(PartyCastError) -> PartySource {
+        if spec.hasPrefix("tone:") {
+            _ = try ToneGenerator(spec: String(spec.dropFirst(5)))
+            return PartySource(spec: spec, label: spec) { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) }
+        }
+        _ = try FileByteSource(path: spec)
+        let label = String(spec.split(separator: "/").last ?? Substring(spec))
+        return PartySource(spec: spec, label: label) { () throws(PartyCastError) -> PCMSource in try MP3Source(bytes: FileByteSource(path: spec)) }
+    }
+
+    /// The MP3 files under `folder`, sorted, as paths the remote may add.
+    static func audioFiles(under folder: String) throws(PartyCastError) -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: folder) else {
+            throw PartyCastError(.fileNotFound, "--library \(folder): no such folder")
+        }
+        let base = folder.hasSuffix("/") ? folder : folder + "/"
+        return walker.compactMap { $0 as? String }.filter { $0.lowercased().hasSuffix(".mp3") }.sorted().map { base + $0 }
     }
 }

@@ -10,7 +10,7 @@ final class StatusDisplay {
     private let done: StopFlag
     private let thread: DedicatedThread
 
-    init(name: String, endpoint: String, broadcaster: Broadcaster, fanout: Fanout, everySecond: @escaping @Sendable () -> Void) {
+    init(name: String, endpoint: String, broadcaster: Party, fanout: Fanout, everySecond: @escaping @Sendable () -> Void) {
         let terminal = Console.isTerminal
         let done = StopFlag()
         self.done = done
@@ -23,9 +23,12 @@ final class StatusDisplay {
                 guard tick % 10 == 0 else { continue }
                 everySecond()
                 guard terminal else { continue }
-                let p = broadcaster.progress
-                var lines = ["▶ \(name)  \(endpoint)",
-                             "  #\(p.streamIndex + 1) \(p.title)  \(clockText(p.positionSeconds))" + (p.durationSeconds.map { " / \(clockText($0))" } ?? "")]
+                let party = broadcaster.snapshot
+                var lines = ["\(party.paused ? "⏸" : "▶") \(name)  \(endpoint)"]
+                if let current = party.current, let index = party.queue.firstIndex(where: { $0.id == current }) {
+                    let item = party.queue[index]
+                    lines.append("  #\(index + 1) \(item.title)  \(clockText(party.elapsedSeconds))" + (item.durationSeconds.map { " / \(clockText($0))" } ?? ""))
+                }
                 let peers = fanout.peers
                 lines.append("  \(peers.count) listener(s)")
                 for peer in peers {

@@ -141,7 +141,8 @@ struct Join: ParsableCommand {
         let reports = Throttle(nanoseconds: 1_000_000_000)
         player.observe { status in
             if interrupted.load(ordering: .relaxed) { quit() }
-            if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds) }
+            if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
+                                                         latencyOffsetMilliseconds: status.latencyOffsetMilliseconds) }
             if terminal { StatusLine.draw(status) }
         }
         let reason = player.run()

@@ -3,7 +3,8 @@ import PartyCastCore
 import PartyCastPlayer
 
 /// The one-line status display on a terminal: title/artist, elapsed/duration with a bar,
-/// buffer fill, party mode's sync error, concealed packets and state. Redrawn in place.
+/// buffer fill, party mode's sync error, concealed packets and state ("paused" while the party is).
+/// Redrawn in place.
 enum StatusLine {
     static func draw(_ s: PlayerStatus) {
         var parts: [String] = []
@@ -21,7 +22,8 @@ enum StatusLine {
         parts.append("buffer \(Int(s.bufferFill * 100))%")
         if let sync = s.syncErrorMicroseconds { parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs") }
         if s.concealedPackets > 0 { parts.append("concealed \(s.concealedPackets)") }
-        parts.append(s.state.rawValue)
+        // The party's pause is the news; the player itself keeps playing (silence) meanwhile.
+        parts.append(s.partyPaused ? "paused" : s.state.rawValue)
         Console.status([parts.joined(separator: "  ")])
     }
 

@@ -9,6 +9,23 @@ public protocol ScheduledPCMSource: PCMSource {
     /// The stream frame (frames since the stream began) of the first sample the last `produce`
     /// call appended; nil if it appended none.
     var lastProducedFrame: Int? { get }
+    /// What the broadcast said about its timeline since the last call, in order; all of it came
+    /// before the audio the last `produce` call appended.
+    func takeTimelineEvents() -> [TimelineEvent]
+    /// Whether the party is paused (for the status line).
+    var isPartyPaused: Bool { get }
+    /// The speaker delay the broadcaster set for this listener (ms, −2000…2000); nil until it sets one.
+    var latencyOffsetMilliseconds: Int? { get }
+}
+
+/// A change to a live broadcast's timeline (protocol 4), in stream frames: the broadcast's positions.
+public enum TimelineEvent: Sendable, Equatable {
+    /// The audio from `fromFrame` on is withdrawn: none of it may be heard. What is produced next
+    /// replaces it, from `fromFrame` (a skip, a seek) or a later frame (a pause, resumed).
+    case withdraw(fromFrame: Int)
+    /// The gain from `atFrame` on: reached by a linear ramp over `rampFrames` from what it is at
+    /// `atFrame` (0…1, ramp ≤ 10 s: checked by the source).
+    case gain(Float, atFrame: Int, rampFrames: Int)
 }
 
 /// Which frame of a stream should be heard at each instant of the local clock: a straight line,
