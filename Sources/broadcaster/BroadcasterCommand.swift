@@ -98,17 +98,14 @@ struct Share: ParsableCommand {
                                 fanout: fanout, logger: logger, opener: Self.source(spec:))
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: broadcaster.welcome, logger: logger)
         defer { server.shutdown() }
-        // The party's command queue, which the remote control drives: nil until `Party` lands.
-        let party: (any PartyControl)? = nil
-        var remote: ControlServer?
-        if let party {
-            remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
-        }
-        defer { remote?.shutdown() }
+        // The remote control (web page, JSON API, `broadcaster ctl`) drives the party's command queue.
+        let remote = try ControlServer(control: broadcaster, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1),
+                                       key: partyKey, logger: logger)
+        defer { remote.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(broadcaster.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
-            .merging(remote.map { ["control": "\($0.port)"] } ?? [:]) { $1 }
+            .merging(["control": "\(remote.port)"]) { $1 }
         if !noMDNS {
             do throws(PartyCastError) {
                 publisher = try ServicePublisher(name: options.name, port: server.port, txt: txt.merging(["listeners": "0"]) { $1 }) { event in
@@ -120,7 +117,7 @@ struct Share: ParsableCommand {
         }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm")\(access))")
-        if let remote { logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)") }
+        logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", broadcaster: broadcaster, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
