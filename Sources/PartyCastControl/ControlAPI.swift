@@ -31,10 +31,12 @@ public struct ControlErrorBody: Codable, Sendable, Equatable {
 struct APIError: Error {
     var status: HTTPResponse.Status
     var message: String
+    var headers: HTTPFields
 
-    init(_ status: HTTPResponse.Status, _ message: String) {
+    init(_ status: HTTPResponse.Status, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.message = message
+        self.headers = headers
     }
 
     init(_ refusal: PartyCommandError) {
@@ -63,44 +65,54 @@ struct ControlAPI: Sendable {
         }
         let api = router.group("api")
         api.add(middleware: BearerKey(key: key))
-        api.get("status") { _, _ in try json(control.snapshot) }
-        api.get("library") { _, _ in try json(control.library) }
-        api.post("pause") { _, _ in try await perform(.pause) }
-        api.post("resume") { _, _ in try await perform(.resume) }
-        api.post("next") { _, _ in try await perform(.next) }
-        api.post("previous") { _, _ in try await perform(.previous) }
-        api.post("seek") { request, _ in
+        // Every route's methods, so another method on a known path answers 405 rather than 404.
+        var methods: [String: [HTTPRequest.Method]] = [:]
+        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
+            methods[path, default: []].append(method)
+            api.on(RouterPath(path), method: method, use: handler)
+        }
+        add(.get, "status") { _, _ in try json(control.snapshot) }
+        add(.get, "library") { _, _ in try json(control.library) }
+        add(.post, "pause") { _, _ in try await perform(.pause) }
+        add(.post, "resume") { _, _ in try await perform(.resume) }
+        add(.post, "next") { _, _ in try await perform(.next) }
+        add(.post, "previous") { _, _ in try await perform(.previous) }
+        add(.post, "seek") { request, _ in
             let body = try await decode(ControlRequest.Seek.self, request)
             guard body.seconds.isFinite else { throw APIError(.badRequest, "seconds must be a finite number") }
             return try await perform(.seek(seconds: body.seconds))
         }
-        api.post("queue") { request, _ in try await perform(.add(path: decode(ControlRequest.Add.self, request).path)) }
-        api.delete("queue/:id") { _, context in try await perform(.remove(item: itemID(context))) }
-        api.post("queue/:id/move") { request, context in
+        add(.post, "queue") { request, _ in try await perform(.add(path: decode(ControlRequest.Add.self, request).path)) }
+        add(.delete, "queue/:id") { _, context in try await perform(.remove(item: itemID(context))) }
+        add(.post, "queue/:id/move") { request, context in
             let id = try itemID(context)
             return try await perform(.move(item: id, index: decode(ControlRequest.Move.self, request).index))
         }
-        api.post("queue/:id/play") { _, context in try await perform(.play(item: itemID(context))) }
-        api.put("volume") { request, _ in try await perform(.partyVolume(percent: decode(ControlRequest.Volume.self, request).percent)) }
-        api.put("listeners/:id/volume") { request, context in
+        add(.post, "queue/:id/play") { _, context in try await perform(.play(item: itemID(context))) }
+        add(.put, "volume") { request, _ in try await perform(.partyVolume(percent: decode(ControlRequest.Volume.self, request).percent)) }
+        add(.put, "listeners/:id/volume") { request, context in
             let id = try listenerID(context)
             return try await perform(.listenerVolume(listener: id, percent: decode(ControlRequest.Volume.self, request).percent))
         }
-        api.put("listeners/:id/mute") { request, context in
+        add(.put, "listeners/:id/mute") { request, context in
             let id = try listenerID(context)
             return try await perform(.mute(listener: id, muted: decode(ControlRequest.Mute.self, request).muted))
         }
-        api.put("listeners/:id/latency-offset") { request, context in
+        add(.put, "listeners/:id/latency-offset") { request, context in
             let id = try listenerID(context)
             return try await perform(.latencyOffset(listener: id, milliseconds: decode(ControlRequest.LatencyOffset.self, request).milliseconds))
         }
-        api.get("items/:id/cover") { _, context in
+        add(.get, "items/:id/cover") { _, context in
             let id = try itemID(context)
             guard let cover = control.cover(item: id) else { throw APIError(.notFound, "item \(id) has no cover picture") }
             var headers: HTTPFields = [.contentType: ControlAPI.imageType(cover.mimeType), .cacheControl: "max-age=3600"]
             headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: cover.bytes)))
         }
+        // Reached only without the upgrade headers: the WebSocket router takes the real ones.
+        add(.get, "events") { _, _ in throw APIError(.upgradeRequired, "/api/events is a WebSocket: connect with ws://") }
+        // Added last, so it wraps only what no route took.
+        router.add(middleware: MethodNotAllowed(routes: methods.map { (["api"] + $0.key.split(separator: "/").map(String.init), $0.value) }))
         return router
     }
 
@@ -218,13 +230,35 @@ struct JSONErrors<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as APIError {
-            return try json(ControlErrorBody(error: error.message), status: error.status)
+            var response = try json(ControlErrorBody(error: error.message), status: error.status)
+            response.headers.append(contentsOf: error.headers)
+            return response
         } catch let error as HTTPError {
             let message = error.body ?? (error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase)
             return try json(ControlErrorBody(error: message), status: error.status)
         } catch {
             context.logger.error("remote control: \(request.method) \(request.uri.path) failed: \(error)")
             return try json(ControlErrorBody(error: "internal error"), status: .internalServerError)
+        }
+    }
+}
+
+/// Any other method on a known path (whatever the method: TRACE, QUERY…) answers 405 with `Allow`.
+struct MethodNotAllowed<Context: RequestContext>: RouterMiddleware {
+    /// Each route's path segments (":id" matches any one) and its methods.
+    let routes: [(segments: [String], methods: [HTTPRequest.Method])]
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            let segments = request.uri.path.split(separator: "/").map(String.init)
+            guard let route = routes.first(where: { route in
+                route.segments.count == segments.count && zip(route.segments, segments).allSatisfy { $0 == ":id" || $0 == $1 }
+            }) else { throw error }
+            let names = route.methods.map(\.rawValue).joined(separator: ", ")
+            let path = "/" + route.segments.joined(separator: "/").replacingOccurrences(of: ":id", with: "{id}")
+            throw APIError(.methodNotAllowed, "\(path) takes \(names) only", headers: [.allow: names])
         }
     }
 }

@@ -151,13 +151,17 @@ final class ControlServerTests: XCTestCase {
     }
 
     func testUnknownRoutesAndWrongMethodsAnswerJSON() async throws {
-        for (method, path) in [(HTTPMethod.GET, "/api/nope"), (.POST, "/api/status/extra"), (.GET, "/nothing-here"),
-                               (.GET, "/api/pause"), (.DELETE, "/api/volume"), (.POST, "/api/status")] {
+        for (method, path, status) in [(HTTPMethod.GET, "/api/nope", 404), (.POST, "/api/status/extra", 404), (.GET, "/nothing-here", 404),
+                                       (.GET, "/api/pause", 405), (.DELETE, "/api/volume", 405), (.POST, "/api/status", 405),
+                                       (.TRACE, "/api/queue/1/play", 405), (.GET, "/api/events", 426)] {
             let answer = try await call(method, path)
-            XCTAssertTrue([404, 405].contains(answer.status), "\(method) \(path): \(answer.status)")
+            XCTAssertEqual(answer.status, status, "\(method) \(path): \(answer.text)")
             XCTAssertEqual(answer.contentType, "application/json", "\(method) \(path)")
             XCTAssertFalse(try answer.error().isEmpty)
         }
+        let put = try await call(.PUT, "/api/queue/1/move")
+        XCTAssertEqual(try put.error(), "/api/queue/{id}/move takes POST only")
+        XCTAssertEqual(put.headers["Allow"].first, "POST")
         XCTAssertEqual(party.performed, [])
     }
 
