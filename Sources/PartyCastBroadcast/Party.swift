@@ -358,7 +358,16 @@ public final class Party: PartyControl {
         }
         let samples = Array(state.pending[0..<block])
         state.pending.removeFirst(block)
+        try send(samples, realFrames: realFrames, encoder: encoder)
+        state.sent.append(SentChunk(position: position, frames: realFrames, samples: Array(samples[0..<(realFrames * channels)])))
+        if realFrames < encoder.framesPerPacket { finishQueue() }
+    }
+
+    /// Encodes one packet and queues it as the chunk at the timeline's end.
+    private func send(_ samples: [Float], realFrames: Int, encoder: AudioEncoder) throws(PartyCastError) {
         let packet = try samples.withUnsafeBufferPointer { b throws(PartyCastError) in try encoder.encode(b) }
+        let position = state.timelineFrames
+        let pts = presentationTime(ofFrame: position)
         var chunk = PCAudioChunk()
         chunk.sequence = state.sequence
         chunk.mediaPosition = position
@@ -369,10 +378,20 @@ public final class Party: PartyControl {
         var envelope = PCEnvelope()
         envelope.body = .audioChunk(chunk)
         fanout.queueChunk(frame(envelope), position: position, presentationNanoseconds: pts, now: monotonicNanoseconds())
-        state.sent.append(SentChunk(position: position, frames: realFrames, samples: Array(samples[0..<(realFrames * channels)])))
         state.sequence += 1
         state.timelineFrames += UInt64(realFrames)
-        if realFrames < encoder.framesPerPacket { finishQueue() }
+    }
+
+    /// One chunk of silence where the timeline stops (a pause): a listener's interpolator reads a
+    /// few frames ahead, and without it the last frames of the fade would be lost to an underrun.
+    private func sendSilence() throws(PartyCommandError) {
+        guard let encoder = state.encoder else { return }
+        do throws(PartyCastError) {
+            try send([Float](repeating: 0, count: encoder.framesPerPacket * encoder.format.channels), realFrames: encoder.framesPerPacket, encoder: encoder)
+        } catch {
+            throw PartyCommandError(.invalid, error.message)
+        }
+        fanout.flushChunks()
     }
 
     /// Every item has been sent: the tail is out, so the broadcast ends once it has been heard.
@@ -406,8 +425,11 @@ public final class Party: PartyControl {
         if try openFirstPlayable(from: next) { return }
         if options.loop, !state.queue.isEmpty, try openFirstPlayable(from: 0) { return }
         state.currentIndex = nil
-        // The codec's delay in silence after the last song, so its last real samples come out too.
-        if let encoder = state.encoder { state.pending.append(contentsOf: repeatElement(0, count: encoder.preSkip * encoder.format.channels)) }
+        // The codec's delay in silence after the last song, so its last real samples come out too,
+        // and a packet more, so listeners' interpolators (which read a few frames ahead) play them out.
+        if let encoder = state.encoder {
+            state.pending.append(contentsOf: repeatElement(0, count: (encoder.preSkip + encoder.framesPerPacket) * encoder.format.channels))
+        }
     }
 
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.
@@ -488,9 +510,11 @@ public final class Party: PartyControl {
                 state.pausedSegments.insert((0, heard.segment.item, heard.songFrame), at: 0)
             }
             state.timelineFrames = cut
+            try sendSilence()
             state.paused = true
             fanout.broadcast(frame(partyState()))
-            logger.info("paused")
+            let heard = state.pausedSegments.first.flatMap { p in state.queue.first { $0.id == p.item }.map { ($0, p.songFrame) } }
+            logger.info("paused\(heard.map { String(format: " at %.3f s of %@", Double($0.1) / Double($0.0.sampleRate), $0.0.view.title) } ?? "") (timeline frame \(cut))")
         case .resume:
             guard state.paused else { return }
             let resumeAt = max(state.timelineFrames, position(at: monotonicNanoseconds() + Self.controlMarginNanoseconds))
@@ -505,7 +529,7 @@ public final class Party: PartyControl {
             state.paused = false
             fanout.broadcast(frame(partyState()))
             fadeEveryoneIn(at: resumeAt)
-            logger.info("resumed")
+            logger.info("resumed (timeline frame \(resumeAt))")
         case .next:
             let current = currentlyHeard().flatMap { h in state.queue.firstIndex { $0.id == h.item } } ?? state.currentIndex ?? -1
             var next = current + 1
