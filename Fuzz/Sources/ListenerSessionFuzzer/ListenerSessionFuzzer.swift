@@ -39,6 +39,21 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 if let channels = receiver.spec?.format.channels { precondition(pcm.count % channels == 0, "a partial frame") }
                 // A chunk keeps at most its frames per chunk, and a PCM chunk fits one message.
                 precondition(pcm.count <= WireFraming.maxMessageBytes / 4, "more audio than one chunk can carry")
+                // Timeline events reach the player checked, and a player that never takes them
+                // cannot make them pile up.
+                let events = receiver.takeEvents()
+                precondition(events.count <= StreamReceiver.eventLimit, "events pile up")
+                for event in events {
+                    switch event {
+                    case .withdraw(let frame):
+                        precondition((0..<Int(StreamReceiver.maximumPosition)).contains(frame), "a withdraw off the timeline")
+                    case .gain(let gain, let frame, let ramp):
+                        precondition((0...1).contains(gain), "a gain outside 0…1")
+                        precondition((0..<Int(StreamReceiver.maximumPosition)).contains(frame), "a gain off the timeline")
+                        precondition((0...StreamReceiver.longestRampSeconds * 384_000).contains(ramp), "an endless ramp")
+                    }
+                }
+                if let offset = receiver.latencyOffsetMilliseconds { precondition(abs(offset) <= 2000, "a latency offset out of range") }
             case .clock(let sample):
                 clockSync.record(sample)
             case .close, .fail:
@@ -64,6 +79,8 @@ func envelope(kind: UInt8, _ bytes: Data) -> PCEnvelope {
     case 10: envelope.body = .goodbye((try? PCGoodbye(serializedBytes: bytes)) ?? PCGoodbye())
     case 11: envelope.body = .error((try? PCError(serializedBytes: bytes)) ?? PCError())
     case 12: envelope.body = .endOfStream((try? PCEndOfStream(serializedBytes: bytes)) ?? PCEndOfStream())
+    case 13: envelope.body = .withdraw((try? PCWithdraw(serializedBytes: bytes)) ?? PCWithdraw())
+    case 14: envelope.body = .gain((try? PCGain(serializedBytes: bytes)) ?? PCGain())
     default: envelope = (try? PCEnvelope(serializedBytes: bytes)) ?? PCEnvelope()
     }
     return envelope
@@ -101,6 +118,14 @@ func seed() throws -> [UInt8] {
         chunk.payload = Data(repeating: 0x3F, count: 120 * 2 * 4)
         try add(0x13, chunk)
     }
+    var withdraw = PCWithdraw()
+    withdraw.fromPosition = 240
+    try add(13, withdraw)
+    var gain = PCGain()
+    gain.atPosition = 240
+    gain.gain = 0.5
+    gain.rampFrames = 120
+    try add(14, gain)
     var answer = PCClockResponse()
     answer.t1 = 1_000_000_000
     answer.t2 = 5_000_000_000
