@@ -425,11 +425,8 @@ public final class Party: PartyControl {
         if try openFirstPlayable(from: next) { return }
         if options.loop, !state.queue.isEmpty, try openFirstPlayable(from: 0) { return }
         state.currentIndex = nil
-        // The codec's delay in silence after the last song, so its last real samples come out too,
-        // and a packet more, so listeners' interpolators (which read a few frames ahead) play them out.
-        if let encoder = state.encoder {
-            state.pending.append(contentsOf: repeatElement(0, count: (encoder.preSkip + encoder.framesPerPacket) * encoder.format.channels))
-        }
+        // The codec's delay in silence after the last song, so its last real samples come out too.
+        if let encoder = state.encoder { state.pending.append(contentsOf: repeatElement(0, count: encoder.preSkip * encoder.format.channels)) }
     }
 
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.

@@ -102,21 +102,27 @@ final class BroadcastClient: Sendable {
     static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync,
                         logger: Logger, cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
         let outcome = NIOLockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
+        // The handler as it was added: a broadcaster that answers and closes at once (a version
+        // mismatch) tears the pipeline down before the connect future completes, and looking the
+        // handler up then fails ("notFound") although its messages are already in the inbox.
+        let added = NIOLockedValueBox<NIOLoopBound<ClientHandler>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, logger: logger))
+                    let handler = ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, logger: logger)
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    added.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: channel.eventLoop) }
                 }
             }
         // Completes on the channel's event loop, where the handler may be touched.
-        // An address (--host, or what mDNS resolved) skips NIO's resolver: under load, a connect
-        // through it once failed with "notFound" for 127.0.0.1 (the hostile suite, 8 joining at once).
+        // An address (--host, or what mDNS resolved) skips NIO's resolver.
         let channel = (try? SocketAddress(ipAddress: host, port: port)).map { bootstrap.connect(to: $0) }
             ?? bootstrap.connect(host: host, port: port)
         let connecting = channel.flatMapThrowing { channel in
-            (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ClientHandler.self), eventLoop: channel.eventLoop))
+            guard let handler = added.withLockedValue({ $0 }) else { throw ChannelPipelineError.notFound }
+            return (channel, handler)
         }
         connecting.whenComplete { result in
             outcome.withLockedValue { $0 = result }

@@ -110,6 +110,7 @@ final class PartyControlTests: XCTestCase {
         let window = 240
         var latencies: [Double] = []
         var spreads: [Double] = []
+        var rampSteps: [Double] = []
         var lines: [String] = []
         for (index, step) in steps.enumerated() {
             let command = sent[index]
@@ -135,6 +136,18 @@ final class PartyControlTests: XCTestCase {
                     if let edge {
                         let after = recording.level(at: Int(edge) + Int(recording.rate * 0.1), window: window)
                         XCTAssertEqual(after / before, ratio, accuracy: 0.05 * ratio, "\(recording.name): level after \(step.arguments)")
+                        // A ramp, not a jump: no step from one frame to the next beyond the ramp's own
+                        // slope (30 ms from the old gain to the new), measured against the tone itself.
+                        // The estimate's own noise (the interpolator's) is what it reads where the gain holds still.
+                        let ramp = Int(recording.rate * 0.030), middle = Int(edge)
+                        let slope = abs(ratio - 1) / Double(ramp)
+                        let fit = (middle - ramp - 4800)..<(middle - ramp)
+                        func steps(_ frames: Range<Int>) -> Double { recording.largestGainStep(over: frames, before: fit, frequencies: [600, 800, 1200]) }
+                        let noise = max(steps((middle - ramp - 1200)..<(middle - ramp)), steps((middle + ramp)..<(middle + ramp + 1200)))
+                        let jump = steps((middle - ramp)..<(middle + ramp))
+                        XCTAssertLessThanOrEqual(jump, 1.5 * slope + 2 * noise,
+                                                 "\(recording.name): a step in the gain on \(step.arguments) (slope \(slope), estimate's noise \(noise))")
+                        rampSteps.append(jump / (slope + noise))
                     }
                 }
                 guard let edge else {
@@ -152,8 +165,9 @@ final class PartyControlTests: XCTestCase {
                          + (edges.count > 1 ? ", spread \(String(format: "%.1f", Double(latest - earliest) / 1e3)) µs" : ""))
         }
         let report = lines.joined(separator: "\n")
-            + String(format: "\ncommand → sound: p50 %.1f ms, p95 %.1f ms, max %.1f ms; spread between listeners: p99 %.1f µs, max %.1f µs",
-                     percentile(latencies, 50), percentile(latencies, 95), latencies.max() ?? .nan, percentile(spreads, 99), spreads.max() ?? .nan)
+            + String(format: "\ncommand → sound: p50 %.1f ms, p95 %.1f ms, max %.1f ms; spread between listeners: p99 %.1f µs, max %.1f µs; largest frame-to-frame gain step in a ramp: %.2f × (its slope + the estimate's noise)",
+                     percentile(latencies, 50), percentile(latencies, 95), latencies.max() ?? .nan, percentile(spreads, 99), spreads.max() ?? .nan,
+                     rampSteps.max() ?? .nan)
         print(report)
         XCTAssertEqual(latencies.count, steps.count, report)
         XCTAssertLessThanOrEqual(percentile(latencies, 95), 250, report)

@@ -81,6 +81,47 @@ public struct CardRecording {
     }
 }
 
+extension CardRecording {
+    /// A sine of one of `frequencies` fitted to the first channel over `frames`: its amplitude and
+    /// phase at frame 0, and the residual's RMS.
+    public func sine(over frames: Range<Int>, frequencies: [Double]) -> (frequency: Double, a: Double, b: Double, residual: Double) {
+        var best = (frequency: 0.0, a: 0.0, b: 0.0, residual: Double.infinity)
+        for f in frequencies {
+            let w = 2 * Double.pi * f / rate
+            var (ss, sc, cc, xs, xc) = (0.0, 0.0, 0.0, 0.0, 0.0)
+            for n in frames {
+                let (sn, cn, x) = (sin(w * Double(n)), cos(w * Double(n)), Double(sample(n)))
+                (ss, sc, cc, xs, xc) = (ss + sn * sn, sc + sn * cn, cc + cn * cn, xs + x * sn, xc + x * cn)
+            }
+            let det = ss * cc - sc * sc
+            let a = (xs * cc - xc * sc) / det, b = (ss * xc - sc * xs) / det
+            var residual = 0.0
+            for n in frames { let e = Double(sample(n)) - a * sin(w * Double(n)) - b * cos(w * Double(n)); residual += e * e }
+            residual = (residual / Double(frames.count)).squareRoot()
+            if residual < best.residual { best = (f, a, b, residual) }
+        }
+        return best
+    }
+
+    /// The largest change of gain from one frame to the next over `frames`, for a sine that had
+    /// gain 1 over `before` (fitted there): x(n) / sine(n), taken where the sine is far from zero.
+    public func largestGainStep(over frames: Range<Int>, before: Range<Int>, frequencies: [Double]) -> Double {
+        let fit = sine(over: before, frequencies: frequencies)
+        let w = 2 * Double.pi * fit.frequency / rate
+        let amplitude = (fit.a * fit.a + fit.b * fit.b).squareRoot()
+        var largest = 0.0
+        var previous: (frame: Int, gain: Double)?
+        for n in frames {
+            let expected = fit.a * sin(w * Double(n)) + fit.b * cos(w * Double(n))
+            guard abs(expected) > 0.5 * amplitude else { continue }
+            let gain = Double(sample(n)) / expected
+            if let previous { largest = max(largest, abs(gain - previous.gain) / Double(n - previous.frame)) }
+            previous = (n, gain)
+        }
+        return largest
+    }
+}
+
 /// The p-th percentile (0…100) of `values`, by nearest rank.
 public func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return .nan }
