@@ -64,6 +64,7 @@ struct ControlAPI: Sendable {
             router.get(RouterPath(page)) { _, _ in try pages.response(for: page) }
         }
         let api = router.group("api")
+        api.add(middleware: SameOrigin())
         api.add(middleware: BearerKey(key: key))
         // Every route's methods, so another method on a known path answers 405 rather than 404.
         var methods: [String: [HTTPRequest.Method]] = [:]
@@ -123,6 +124,12 @@ struct ControlAPI: Sendable {
         router.ws("api/events") { inbound, outbound, _ in
             var messages = inbound.messages(maxSize: 4096).makeAsyncIterator()
             if let key {
+                // A remote that never says the key does not get to hold the connection open.
+                let deadline = Task {
+                    try await Task.sleep(for: .seconds(10))
+                    try await outbound.close(.policyViolation, reason: "no party key within 10 s")
+                }
+                defer { deadline.cancel() }
                 guard case .text(let text)? = try await messages.next(),
                       let presented = try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)),
                       PartyKey(secret: presented.key).matches(key) else {
@@ -263,13 +270,30 @@ struct MethodNotAllowed<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// Whether a browser sent this from the page itself: another site's page may not drive the party
+/// (a public party's API needs no key, so a cross-site form could otherwise pause it). Clients that
+/// are not browsers send no Origin.
+func sameOrigin(_ request: Request) -> Bool {
+    guard let origin = request.headers[.origin] else { return true }
+    guard let host = request.head.authority else { return false }  // HTTP/1.1's Host, as HTTPTypes names it
+    return origin == "http://\(host)" || origin == "https://\(host)"
+}
+
+struct SameOrigin<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard sameOrigin(request) else { throw APIError(.forbidden, "a request from another site's page is refused") }
+        return try await next(request, context)
+    }
+}
+
 /// A private party's routes want `Authorization: Bearer <party key>`.
 struct BearerKey<Context: RequestContext>: RouterMiddleware {
     let key: PartyKey?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key else { return try await next(request, context) }
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+        // The scheme is case-insensitive (RFC 9110); the key is everything after its one space.
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
         }
         guard PartyKey(secret: String(header.dropFirst(7))).matches(key) else {

@@ -184,6 +184,7 @@ final class ControlServerTests: XCTestCase {
         let page = try await call(.GET, "/")
         XCTAssertEqual(page.status, 200)
         XCTAssertEqual(page.contentType, "text/html; charset=utf-8")
+        XCTAssertEqual(page.headers["Content-Security-Policy"].first?.contains("default-src 'self'"), true)
         for id in ["id=\"pause\"", "id=\"next\"", "id=\"previous\"", "id=\"seek\"", "id=\"title\"", "id=\"listeners\"", "id=\"queue\""] {
             XCTAssertTrue(page.text.contains(id), id)
         }
@@ -216,8 +217,20 @@ final class ControlServerTests: XCTestCase {
         let right = try await call(.POST, "/api/pause", headers: ["Authorization": "Bearer \(secret)"])
         XCTAssertEqual(right.status, 200)
         XCTAssertEqual(party.performed, [.pause])
+        let lowercase = try await call(.POST, "/api/resume", headers: ["Authorization": "bearer \(secret)"])
+        XCTAssertEqual(lowercase.status, 200, "the scheme is case-insensitive")
         let page = try await call(.GET, "/")
         XCTAssertEqual(page.status, 200, "the page itself asks for the key")
+    }
+
+    /// Another site's page, open in a browser on the LAN, must not drive a public party.
+    func testAnotherSitesPageIsRefused() async throws {
+        let refused = try await call(.POST, "/api/pause", headers: ["Origin": "http://evil.example"])
+        XCTAssertEqual(refused.status, 403)
+        XCTAssertEqual(try refused.error(), "a request from another site's page is refused")
+        XCTAssertEqual(party.performed, [])
+        let own = try await call(.POST, "/api/pause", headers: ["Origin": "http://127.0.0.1:\(server.port)"])
+        XCTAssertEqual(own.status, 200)
     }
 
     // MARK: - WebSocket

@@ -24,7 +24,7 @@ final class OpenAPIContractTests: XCTestCase {
         // From a scratch folder: schemathesis leaves its cache in the working directory.
         let scratch = try temporaryDirectory()
         let report = scratch + "/output.txt"
-        FileManager.default.createFile(atPath: report, contents: nil)
+        _ = FileManager.default.createFile(atPath: report, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["schemathesis", "run", Self.spec, "--url", "http://127.0.0.1:\(server.port)", "--checks", "all",
