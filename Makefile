@@ -3,7 +3,9 @@ SHELL := /bin/bash
 FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
-	gnuplot-nox
+	gnuplot-nox chromium chromium-driver
+# Test drivers from PyPI: the web remote in headless Chromium, and the API against its OpenAPI file.
+PIP_PACKAGES := selenium==4.51.0 schemathesis==4.32.5
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
@@ -31,6 +33,7 @@ release: deps
 
 # The party-mode sync test times release builds: what users run, and free of debug-build jitter.
 test: deps fixtures
+	python3 -m pip install --quiet --disable-pip-version-check $(PIP_PACKAGES)
 	swift build
 	for product in listener broadcaster partycast-skew partycast-netem; do swift build -c release --product $$product; done
 	set -o pipefail; PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test 2>&1 \

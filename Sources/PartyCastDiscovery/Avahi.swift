@@ -40,7 +40,7 @@ enum Avahi {
     /// avahi's text for an error code ("Daemon not running", …).
     static func text(_ code: Int32) -> String { String(cString: avahi_strerror(code)) }
 
-    static let unavailableAdvice = "avahi-daemon is not running: start it, or give --host"
+    static let unavailableAdvice = "avahi-daemon is not running: start it, or give the broadcaster's address (--host to join it, --url to control it)"
 
     /// `what` failed with avahi error `code`.
     static func error(_ what: String, _ code: Int32) -> PartyCastError {

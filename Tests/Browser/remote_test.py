@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import urllib.request
 
 from selenium import webdriver
@@ -79,6 +80,8 @@ def main():
         if not driver.find_element(By.ID, "pause").is_displayed():
             driver.find_element(By.ID, "resume").click()
             wait.until(EC.visibility_of_element_located((By.ID, "pause")))
+        # CLOCK_MONOTONIC, the clock a listener's recording is timed on: the caller can find the click in it.
+        print("clicked pause at", time.monotonic_ns(), flush=True)
         driver.find_element(By.ID, "pause").click()
         wait.until(EC.visibility_of_element_located((By.ID, "resume")))
         wait.until(lambda _: status()["paused"])
@@ -112,6 +115,7 @@ def main():
 
         if RESUME:
             step("resume")
+            print("clicked resume at", time.monotonic_ns(), flush=True)
             driver.find_element(By.ID, "resume").click()
             wait.until(lambda _: not status()["paused"])
         print("remote page: every step passed", flush=True)

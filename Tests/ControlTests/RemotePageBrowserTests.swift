@@ -26,7 +26,7 @@ final class RemotePageBrowserTests: XCTestCase {
     }
 
     private func drive(key: String?) throws {
-        try Self.ensureBrowser()
+        try ensureHeadlessBrowser()
         let environment = ProcessInfo.processInfo.environment
         let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? NSTemporaryDirectory() + "partycast-remote-\(UUID().uuidString).png"
         var party: RecordingParty?
@@ -50,22 +50,5 @@ final class RemotePageBrowserTests: XCTestCase {
             XCTAssertTrue(party.performed.contains { if case .listenerVolume(listener: "L1", _) = $0 { true } else { false } })
             XCTAssertEqual(party.snapshot.paused, false, "resumed at the end")
         }
-    }
-
-    /// Debian's chromium and chromium-driver, Selenium from PyPI: installed when missing, if this
-    /// machine may (root, with the registries reachable); otherwise the test is skipped.
-    private static func ensureBrowser() throws {
-        func present() -> Bool {
-            let driver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"].contains { FileManager.default.isExecutableFile(atPath: $0) }
-            let selenium = (try? runProcess("python3", ["-c", "import selenium"], timeout: 60))?.status == 0
-            return driver && selenium
-        }
-        if present() { return }
-        if getuid() == 0 {
-            _ = try? runProcess("apt-get", ["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"], timeout: 600,
-                                environment: ["DEBIAN_FRONTEND": "noninteractive"])
-        }
-        _ = try? runProcess("python3", ["-m", "pip", "install", "--quiet", "selenium"], timeout: 300)
-        guard present() else { throw XCTSkip("headless Chromium with chromedriver and Selenium are not installed and could not be installed") }
     }
 }

@@ -89,7 +89,7 @@ final class DiscoveryOnLANTests: XCTestCase {
 
         let browse = try runProcess(Self.lan, ["exec", host(1), probe, "browse", "2"], timeout: 15, environment: Self.environment)
         XCTAssertNotEqual(browse.status, 0, browse.stdout)
-        XCTAssertTrue(browse.stderr.contains("avahi-daemon is not running: start it, or give --host"), browse.stderr)
+        XCTAssertTrue(browse.stderr.contains("avahi-daemon is not running: start it, or give the broadcaster's address (--host to join it"), browse.stderr)
 
         Thread.sleep(forTimeInterval: 2)  // a while without the daemon: still one warning, still there
         XCTAssertTrue(publisher.isRunning, publisher.transcript)
