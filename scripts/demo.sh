@@ -42,4 +42,6 @@ trap - EXIT
 [ $status = 0 ] || { echo "demo: something failed (exit $status)" >&2; exit $status; }
 echo "demo: demo-1 and demo-2 recorded what they played to partycast-demo-{1,2}.wav (+ .json: when each frame played)"
 echo "demo: skew between them, measured from the recordings (from 2 s after the first sound):"
-"$bin/partycast-skew" partycast-demo-1.wav partycast-demo-2.wav --settle-s 2
+# The sample's sine sweep correlates with itself a period away: long windows and a 1 ms search
+# (the listeners are microseconds apart) keep each point's peak unambiguous.
+"$bin/partycast-skew" partycast-demo-1.wav partycast-demo-2.wav --settle-s 2 --window-ms 200 --search-ms 1
