@@ -27,8 +27,8 @@ final class LANTests: XCTestCase {
 
     /// One broadcaster and three listeners that find it by name over mDNS, all joined before the
     /// start: each plays the whole song, ≥ 10 dB against mpg123's decode. Debian's avahi-browse on
-    /// another host resolves it with its TXT records, and a second broadcaster with the same name
-    /// is renamed "… #2".
+    /// another host resolves it with its TXT records, `broadcaster ctl` finds its remote control by
+    /// name and lists the three, and a second broadcaster with the same name is renamed "… #2".
     func testThreeListenersJoinByNameOverMDNS() throws {
         let directory = try temporaryDirectory()
         let mp3 = try fixture("cbr.mp3")
@@ -40,12 +40,26 @@ final class LANTests: XCTestCase {
         let resolved = browsed.split(separator: "\n").first { $0.hasPrefix("=;") && $0.contains("LAN\\032Party;") }
         XCTAssertNotNil(resolved, browsed)
         XCTAssertTrue(resolved?.contains("10.77.0.11;7360") == true, browsed)
-        for record in ["\"proto=\(partyCastProtocolVersion)\"", "\"codec=opus\"", "\"id="] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
+        for record in ["\"proto=\(partyCastProtocolVersion)\"", "\"codec=opus\"", "\"id=", "\"control=7361\""] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
 
         let listeners = try (2...4).map { i in
             try on("pc-host\(i)", [listener, "join", "LAN Party", "--listener-name", "room\(i)", "--output", "wav:\(directory)/room\(i).wav", "--once", "--quiet"])
         }
         let twin = try on("pc-host2", [broadcaster, "share", "tone:440:3", "--name", "LAN Party", "--start-in", "1"])
+        // The party's remote control, found by name over mDNS (TXT control=PORT) from another host,
+        // sees every listener once they have joined.
+        func everyoneListed(_ result: ProcessResult?) -> Bool {
+            result?.status == 0 && (2...4).allSatisfy { result?.stdout.contains("] room\($0) (") == true }
+        }
+        var status: ProcessResult?
+        let deadline = Date().addingTimeInterval(40)
+        while Date() < deadline && !everyoneListed(status) {
+            status = try on("pc-host3", [broadcaster, "ctl", "LAN Party", "status"]).wait(timeout: 20)
+        }
+        let controlled = try XCTUnwrap(status)
+        XCTAssertEqual(controlled.status, 0, controlled.stderr)
+        XCTAssertTrue(controlled.stdout.hasPrefix("LAN Party  —  "), controlled.stdout)
+        XCTAssertTrue(everyoneListed(controlled), controlled.stdout)
         for (i, l) in listeners.enumerated() {
             let result = l.wait(timeout: 90)
             XCTAssertEqual(result.status, 0, "room\(i + 2): \(result.stderr)")
