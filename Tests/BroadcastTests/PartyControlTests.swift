@@ -257,11 +257,12 @@ final class PartyControlTests: XCTestCase {
             // reader aligns afresh on the schedule and sheds its residual sync error (tens of µs,
             // ~1 frame) there, which is a shift of where it interpolates, not a sample lost.
             XCTAssertEqual(before - after, gap, accuracy: gap < heard.rate ? 0.5 : 1.5, report)
-            // The fade out is heard to its end: the silence starts where it reaches zero, not before.
+            // The fade out is heard to its end: the silence starts where it reaches zero, not before
+            // (the fit of the ramp is good to a few frames; a fade cut short loses ~15).
             guard let faded = Self.rampZero(recorded, left, lag: before, frames: (silent - 220)..<(silent - 10)) else {
                 return XCTFail("pause \(pause): no fade found")
             }
-            XCTAssertEqual(Double(silent), faded, accuracy: 2, report)
+            XCTAssertGreaterThanOrEqual(Double(silent), faded - 5, report)
             lag = after
             cursor = back
         }
