@@ -9,7 +9,7 @@ PIP_PACKAGES := selenium==4.51.0 schemathesis==4.32.5
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-sync bench-clock proto clean
+.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -78,6 +78,11 @@ fuzz: deps fixtures
 # each must get the whole song. BENCH_LISTENERS="1 50" picks the counts.
 bench-broadcast: release
 	scripts/bench-broadcast.sh $(BENCH_LISTENERS)
+
+# Footprint against Debian's Snapcast (installed by the script): listener vs snapclient, broadcaster vs
+# snapserver with 1 and 10 clients, CPU s and peak RSS, median of BENCH_RUNS (bars: see the script).
+bench-footprint: release
+	scripts/bench-footprint.sh
 
 # Party-mode sync on the LAN harness, then over bad links (badlink.sh): skew between listeners from
 # their recordings (needs root). BENCH_SYNC=links runs only the link table.
