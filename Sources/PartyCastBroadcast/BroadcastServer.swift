@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PartyCastClock
@@ -15,7 +16,10 @@ import PartyCastWire
 public final class BroadcastServer: Sendable {
     public static let handshakeTimeout = TimeAmount.seconds(5)
     private let group: MultiThreadedEventLoopGroup
-    private let channel: Channel
+    /// The listening socket; replaced if it ever closes while serving.
+    private let channel: NIOLockedValueBox<Channel>
+    private let shuttingDown = NIOLockedValueBox(false)
+    private let bind: @Sendable (_ port: Int) -> EventLoopFuture<Channel>
     private let clockResponder: ClockResponder?
     private let logger: Logger
     public let port: Int
@@ -33,32 +37,74 @@ public final class BroadcastServer: Sendable {
             logger.warning("no UDP clock responder (\(error)): listeners keep time over their TCP connections")
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            // About 5 s of Opus, or 1 s of float PCM: a peer further behind than this is not writable.
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
-                                                                               clockResponder: clockResponder, logger: logger))
+        bind = { port in
+            ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger(logger: logger)) }
                 }
-            }
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                // About 5 s of Opus, or 1 s of float PCM: a peer further behind than this is not writable.
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
+                                                                                   clockResponder: clockResponder, logger: logger))
+                    }
+                }
+                .bind(host: host, port: port)
+        }
+        let channel: Channel
         do {
-            channel = try bootstrap.bind(host: host, port: port).wait()
+            channel = try bind(port).wait()
         } catch {
             try? group.syncShutdownGracefully()
             clockResponder?.shutdown()
             throw PartyCastError(.io, "cannot listen on \(host):\(port): \(error); is another broadcaster using the port? Try --port")
         }
         self.group = group
+        self.channel = NIOLockedValueBox(channel)
         self.port = channel.localAddress?.port ?? port
         self.logger = logger
         self.clockResponder = clockResponder
+        keepListening(on: channel)
+    }
+
+    /// NIO closes a listening socket on an accept error it does not know to be harmless; the
+    /// listeners already joined play on, but nobody new could join (or rejoin). Listen again.
+    private func keepListening(on channel: Channel) {
+        channel.closeFuture.whenComplete { [self] _ in
+            guard !shuttingDown.withLockedValue({ $0 }) else { return }
+            logger.warning("the listening socket on port \(port) closed; listening again")
+            relisten(after: .milliseconds(100))
+        }
+    }
+
+    private func relisten(after delay: TimeAmount) {
+        group.next().scheduleTask(in: delay) { [self] in
+            bind(port).whenComplete { [self] result in
+                switch result {
+                case .success(let channel):
+                    let keep = shuttingDown.withLockedValue { stopping in
+                        if !stopping { self.channel.withLockedValue { $0 = channel } }
+                        return !stopping
+                    }
+                    if keep { keepListening(on: channel) } else { channel.close(promise: nil) }
+                case .failure(let error):
+                    guard !shuttingDown.withLockedValue({ $0 }) else { return }
+                    logger.warning("cannot listen on port \(port) again (\(error)); retrying in 1 s")
+                    relisten(after: .seconds(1))
+                }
+            }
+        }
     }
 
     public func shutdown() {
+        let channel = shuttingDown.withLockedValue { stopping in
+            stopping = true
+            return self.channel.withLockedValue { $0 }
+        }
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
         if let clockResponder {
@@ -67,6 +113,21 @@ public final class BroadcastServer: Sendable {
             let ignoredText = ignored > 0 ? ", ignored \(ignored) datagrams (unknown session, bad signature, malformed or too many)" : ""
             logger.info("clock: answered \(clockResponder.answeredDatagrams) requests over UDP\(ignoredText)")
         }
+    }
+}
+
+/// Says what went wrong accepting a connection (an accepted socket that failed on the way, or an
+/// error that makes NIO close the listening socket); the socket's own fate is NIO's and
+/// `BroadcastServer.keepListening`'s.
+private final class AcceptErrorLogger: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Channel
+    private let logger: Logger
+
+    init(logger: Logger) { self.logger = logger }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        logger.warning("accepting a listener failed: \(error)")
+        context.fireErrorCaught(error)
     }
 }
 

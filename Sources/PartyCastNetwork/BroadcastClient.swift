@@ -6,6 +6,9 @@ import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What arrives from a broadcaster, queued for the listener's producer thread. Bounded by bytes, not
 /// by dropping: when it holds `byteBudget`, the connection stops reading (TCP pushes back on the
@@ -54,10 +57,10 @@ final class Inbox: Sendable {
         wakeup.signal()
     }
 
-    /// The next item, waiting up to `timeoutNanoseconds` for one (less if signalled).
-    func take(timeoutNanoseconds: UInt64) -> Item? {
+    /// The next item, waiting up to `timeoutNanoseconds` for one (for ever if nil; less if signalled).
+    func take(timeoutNanoseconds: UInt64? = nil) -> Item? {
         if let item = next() { return item }
-        wakeup.wait(nanoseconds: timeoutNanoseconds)
+        if let timeoutNanoseconds { wakeup.wait(nanoseconds: timeoutNanoseconds) } else { wakeup.wait() }
         return next()
     }
 
@@ -109,6 +112,14 @@ final class BroadcastClient: Sendable {
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            // A broadcaster that vanished without a word (its reset lost on the way, its host gone)
+            // leaves a connection that would wait for ever, most of all while the party is paused
+            // and nothing is due: the kernel probes a connection idle for 5 s and ends it after
+            // 3 unanswered probes 2 s apart. A connection that carries audio is never idle that long.
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelOption(ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPIDLE)), value: 5)
+            .channelOption(ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPINTVL)), value: 2)
+            .channelOption(ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPCNT)), value: 3)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, logger: logger)

@@ -76,20 +76,25 @@ final class BadLinkSyncTests: XCTestCase {
                                               "pinknoise", "tremolo", "0.5", "40", "gain", "-n", "-3"]).status, 0)
         XCTAssertEqual(try runProcess("lame", ["--quiet", "-b", "192", "\(directory)/song.wav", song]).status, 0)
 
-        let server = try on("near", ["\(bin)/broadcaster", "share", song, "--no-mdns", "--name", "Bad link", "--start-in", "6"])
+        let server = try on("near", ["\(bin)/broadcaster", "share", song, "--no-mdns", "--name", "Bad link", "--start-in", "6",
+                                       "--log-level", "debug"])
         XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
         let hog = try startProcess("timeout", ["\(Self.songSeconds + 60)", "sh", "-c", "while :; do :; done"])
         started.append(hog)
         let listeners = try [("near", "near", "0,0"), ("far1", "far", "-5,-150"), ("far2", "far", "9,120")].map { name, host, clock in
             (name, try on(host, ["\(bin)/listener", "join", "--host", "10.78.0.1", "--listener-name", name,
-                                 "--output", "virtual:\(directory)/\(name).wav", "--simulate-clock=\(clock)", "--once", "--quiet"]))
+                                 "--output", "virtual:\(directory)/\(name).wav", "--simulate-clock=\(clock)", "--once", "--quiet", "--log-level", "debug"]))
         }
+        var failedListeners = 0
         for (name, process) in listeners {
             let result = process.wait(timeout: Double(Self.songSeconds + 60))
             XCTAssertEqual(result.status, 0, "\(name)\(result.timedOut ? " (timed out)" : ""): \(result.stderr)")
+            if result.status != 0 { failedListeners += 1 }
         }
         let served = server.wait(timeout: 30)
         XCTAssertEqual(served.status, 0, served.stderr)
+        // What the broadcaster saw of a listener that failed (joins, drops, accept errors).
+        if failedListeners > 0 && served.status == 0 { print("BadLinkSyncTests: the broadcaster's log:\n\(served.stderr)") }
         hog.signal(SIGTERM)
 
         let measured = try runProcess("\(bin)/partycast-skew", ["\(directory)/near.wav", "\(directory)/far1.wav", "\(directory)/far2.wav",
