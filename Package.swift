@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 // PartyCast: the module names follow the data flow.
 // Listener side: Sources → MP3 parser → decoder → ring → output, driven by the player.
 import PackageDescription
@@ -24,7 +24,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
-        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // No default traits: the Foundation-stream API (BinaryDelimitedStreams) would link all of
+        // Foundation (and ICU) into the listener, which needs only FoundationEssentials.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),

@@ -19,6 +19,9 @@ public protocol PCMSource: AnyObject {
     var concealedPackets: Int { get }
     /// The track's picture (an ID3v2 APIC), known once `prepare()` has returned; nil if none.
     var cover: CoverArt? { get }
+    /// For a source whose `produce` can wait indefinitely for data (a broadcast): makes a waiting
+    /// `produce` return at once, from any thread. nil for sources that never wait long (files).
+    var wakeProducer: (@Sendable () -> Void)? { get }
 }
 
 /// How long a source is, and how sure we are.
@@ -41,4 +44,5 @@ extension PCMSource {
     public var skippedBytes: Int64 { 0 }
     public var concealedPackets: Int { 0 }
     public var cover: CoverArt? { nil }
+    public var wakeProducer: (@Sendable () -> Void)? { nil }
 }

@@ -33,6 +33,14 @@ public final class Wakeup: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// Returns when signalled (consuming the signal).
+    public func wait() {
+        pthread_mutex_lock(mutex)
+        while !signalled { pthread_cond_wait(condition, mutex) }
+        signalled = false
+        pthread_mutex_unlock(mutex)
+    }
+
     /// Returns when signalled (consuming the signal) or after `nanoseconds`.
     public func wait(nanoseconds: UInt64) {
         let deadline = monotonicNanoseconds() + nanoseconds

@@ -34,6 +34,8 @@ public final class FormatConverter: PCMSource {
     public var tags: TrackTags { source.tags }
     public var isSeekable: Bool { source.isSeekable }
     public var skippedBytes: Int64 { source.skippedBytes }
+    public var cover: CoverArt? { source.cover }
+    public var wakeProducer: (@Sendable () -> Void)? { source.wakeProducer }
 
     public var format: AudioFormat? {
         source.format.map { AudioFormat(sampleRate: targetRate ?? $0.sampleRate, channels: targetChannels ?? $0.channels) }

@@ -134,13 +134,18 @@ public final class NetworkSource: ScheduledPCMSource {
             _ = try apply(item, into: &ignored)
             if case .closed = item { deadline = monotonicNanoseconds() + Self.formatDeadline }
         }
+        logger.debug("joined \"\(broadcasterName)\": \(receiver.spec.map { "\($0.format)" } ?? "?")")
     }
 
+    /// Waits for the broadcaster's next message (no timeout: a paused party sends nothing, and
+    /// nothing here needs to wake before it does); `wakeProducer` or `cancel()` end the wait early.
     public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
         lastProducedFrame = nil
-        guard let item = control.inbox.take(timeoutNanoseconds: 50_000_000) else { return !control.isCancelled }
+        guard let item = control.inbox.take() else { return !control.isCancelled }
         return try apply(item, into: &buffer)
     }
+
+    public var wakeProducer: (@Sendable () -> Void)? { { [control] in control.inbox.wakeup.signal() } }
 
     /// Applies one inbox item; false when the stream is over for good.
     private func apply(_ item: Inbox.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {

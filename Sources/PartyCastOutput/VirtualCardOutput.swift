@@ -6,8 +6,8 @@ import Glibc
 
 /// `virtual:PATH`: a simulated sound card for machines without one. It plays in real time on the
 /// listener's clock (CLOCK_MONOTONIC, or a simulated one running offset and fast or slow) at the
-/// stream's rate, one 10 ms period at a time, and records every frame it "played" (silence
-/// included) to PATH as WAV. PATH.json says when frame 0 played on the machine's true clock and how
+/// stream's rate, one 25 ms period at a time (what alsa-lib gives `ALSAOutput`: its 100 ms buffer in
+/// four periods), and records every frame it "played" (silence included) to PATH as WAV. PATH.json says when frame 0 played on the machine's true clock and how
 /// fast the card ran: frame k played at t0_ns + k / (rate × (1 + drift_ppm·1e-6)).
 public final class VirtualCardOutput: AudioOutput {
     public let path: String
@@ -29,8 +29,8 @@ public final class VirtualCardOutput: AudioOutput {
         // A stopped card leaves its recording alone.
         guard thread.canStart else { return }
         let writer = try WavFileWriter(path: path, format: format)
-        // Frame 0 plays one period from now, giving the thread time to start.
-        let periodFrames = max(1, format.sampleRate / 100)
+        // Frame 0 plays 10 ms from now, giving the thread time to start.
+        let periodFrames = max(1, format.sampleRate / 40)
         let t0 = clock.now() + 10_000_000
         try writeClockFile(t0: clock.machine(fromLocal: t0), rate: format.sampleRate)
         thread.start(onEnd: onEnd) { [self] in

@@ -17,6 +17,9 @@ public struct PlayerOptions: Sendable {
     public var sync = true
     /// Party mode: the speaker's own delay after the device, played that much earlier.
     public var latencyOffsetSeconds = 0.0
+    /// How often observers hear the status while its state stays the same (a status line: 0.1 s);
+    /// nil: only on state changes, and the player sleeps until something happens.
+    public var statusIntervalSeconds: Double? = 0.1
 
     public init(startSeconds: Double? = nil) { self.startSeconds = startSeconds }
 }
@@ -24,7 +27,10 @@ public struct PlayerOptions: Sendable {
 /// Drives source → ring → output. Three threads: the producer (opens, decodes, fills the ring),
 /// the output's own thread (drains it), and the control loop in `run()` (the caller's thread),
 /// which owns the state machine's timing decisions and tells observers what happened.
-/// Every error, from any thread, goes through `fail(_:)`.
+/// Every error, from any thread, goes through `fail(_:)`. Nothing polls: the control loop sleeps
+/// until a command, the producer (it wrote while held, saw an underrun, or reached the end) or the
+/// output's end wakes it, or the next status is due; the producer sleeps in its source, or until
+/// the ring has room (real-time outputs drain at a known rate) or a command comes.
 public final class Player: Sendable {
     public typealias SourceFactory = @Sendable () throws(PartyCastError) -> PCMSource
 
@@ -43,6 +49,8 @@ public final class Player: Sendable {
         var isSeekable = false
         /// Every state change since the control loop last told the observers, in order.
         var unreported: [PlayerStatus] = []
+        /// Makes the source's waiting `produce` return (a broadcast waits for its next message).
+        var wakeSource: (@Sendable () -> Void)?
     }
 
     private let openSource: SourceFactory
@@ -51,8 +59,12 @@ public final class Player: Sendable {
     private let shared = NIOLockedValueBox(Shared())
     private let observers = NIOLockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
-    /// Wakes the control loop early when the output ends or the user acts.
+    /// The renderer's underrun count as the control loop last acted on it (the producer waits for it).
+    private let underrunsHandled = Atomic<Int>(0)
+    /// Wakes the control loop when the output ends, the user acts or the producer has news.
     private let wakeup = Wakeup()
+    /// Wakes the producer from waiting for ring room, or at the end of the stream, for a command.
+    private let producerWakeup = Wakeup()
 
     public init(output: AudioOutput, options: PlayerOptions = PlayerOptions(), source: @escaping SourceFactory) {
         self.openSource = source
@@ -84,15 +96,28 @@ public final class Player: Sendable {
             default: break
             }
         }
+        wakeup.signal()
+        producerWakeup.signal()
     }
 
     public func seek(bySeconds seconds: Double) {
-        shared.withLockedValue { $0.commands.append(.seekBy(seconds: seconds)) }
+        let wakeSource = shared.withLockedValue { s in
+            s.commands.append(.seekBy(seconds: seconds))
+            return s.wakeSource
+        }
+        producerWakeup.signal()
+        wakeSource?()
     }
 
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
         wakeup.signal()
+        wakeProducer()
+    }
+
+    private func wakeProducer() {
+        producerWakeup.signal()
+        shared.withLockedValue { $0.wakeSource }?()
     }
 
     // MARK: The control loop
@@ -102,11 +127,15 @@ public final class Player: Sendable {
         shared.withLockedValue { transition(&$0, to: .connecting) }
         let producer = DedicatedThread { [self] in produce() }
         var lastUnderruns = 0
-        var tick = 0
+        let interval = options.statusIntervalSeconds.map { UInt64(max(0.01, $0) * 1e9) }
+        var statusDue = monotonicNanoseconds() + (interval ?? 0)
         while true {
-            // 5 ms ticks, or sooner when woken: state changes are acted on promptly.
-            wakeup.wait(nanoseconds: 5_000_000)
-            tick += 1
+            if let interval {
+                let now = monotonicNanoseconds()
+                if now < statusDue { wakeup.wait(nanoseconds: statusDue - now) }
+            } else {
+                wakeup.wait()
+            }
             if stopRequested.load(ordering: .acquiring) {
                 shared.withLockedValue { s in
                     if s.status.stopReason == nil { s.status.stopReason = .user }
@@ -116,10 +145,14 @@ public final class Player: Sendable {
             let status = step(&lastUnderruns)
             let changes = shared.withLockedValue { s in defer { s.unreported.removeAll() }; return s.unreported }
             for change in changes { notify(change) }
-            if changes.isEmpty && tick % 20 == 0 { notify(status) }
+            if let interval, case let now = monotonicNanoseconds(), now >= statusDue {
+                if changes.isEmpty { notify(status) }
+                statusDue = now + interval
+            }
             if status.state == .stopping { break }
         }
         stopRequested.store(true, ordering: .releasing)
+        wakeProducer()
         // The producer ends first, so it cannot start the output once the output has been stopped.
         producer.join()
         output.stop(drain: false)
@@ -150,12 +183,17 @@ public final class Player: Sendable {
                 case .buffering where fill >= target || renderer.hasStreamEnded:
                     renderer.setMode(.run)
                     transition(&s, to: .playing)
+                    producerWakeup.signal()
                 case .playing where output.isRealTime && renderer.underruns > lastUnderruns && !renderer.hasStreamEnded:
                     renderer.setMode(.hold)
                     transition(&s, to: .buffering)
                 default: break
                 }
-                lastUnderruns = renderer.underruns
+                if renderer.underruns != lastUnderruns {
+                    lastUnderruns = renderer.underruns
+                    underrunsHandled.store(lastUnderruns, ordering: .releasing)
+                    producerWakeup.signal()
+                }
             }
             switch outcome {
             case .finished?:
@@ -198,6 +236,10 @@ public final class Player: Sendable {
     private func produce() {
         do throws(PartyCastError) {
             let source = try openSource()
+            let wakeSource = source.wakeProducer
+            shared.withLockedValue { $0.wakeSource = wakeSource }
+            // A stop that came while the source was opening found nothing to wake.
+            if stopRequested.load(ordering: .acquiring) { return }
             shared.withLockedValue { transition(&$0, to: .waitingForData) }
             try source.prepare()
             guard let format = source.format else {
@@ -247,6 +289,7 @@ public final class Player: Sendable {
         pending.reserveCapacity(1 << 16)
         var written = 0
         var ended = false
+        var underrunsSeen = renderer.underruns
         // A live source's frames are kept on its timeline in both modes, so cuts and gains find them.
         let timed = source as? ScheduledPCMSource
         var timeline = TimelineKeeper(sampleRate: format.sampleRate)
@@ -281,7 +324,10 @@ public final class Player: Sendable {
                 pending.removeAll(keepingCapacity: true)
                 written = 0
                 ended = !(try source.produce(into: &pending))
-                if ended { renderer.markEndOfStream() }
+                if ended {
+                    renderer.markEndOfStream()
+                    wakeup.signal()
+                }
                 if let timed {
                     live.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
                     if let frame = timed.lastProducedFrame {
@@ -310,12 +356,47 @@ public final class Player: Sendable {
             if written < pending.count {
                 // Nothing is written while a cut is under way: it would be cut too.
                 guard awaitCut(renderer, live.take()) else { return }
+                // After an underrun the control loop holds the renderer to buffer anew: let it
+                // see the underrun before this audio could slip out ahead of the hold.
+                if output.isRealTime && renderer.underruns != underrunsSeen {
+                    underrunsSeen = renderer.underruns
+                    guard awaitControlLoop(seeingUnderruns: underrunsSeen) else { return }
+                }
                 written += pending.withUnsafeBufferPointer { ring.write(UnsafeBufferPointer(rebasing: $0[written...])) }
+                // While held, the control loop decides by the fill when to play.
+                if renderer.currentMode == .hold { wakeup.signal() }
             }
-            if written < pending.count || ended {
-                // Ring full, or nothing left to decode: wait for the output (or a seek) to move on.
-                sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 2_000_000)
+            if ended {
+                // Nothing left to decode: stay for a seek (or the stop).
+                producerWakeup.wait()
+            } else if written < pending.count {
+                waitForRoom(in: ring, renderer: renderer, format: format)
             }
+        }
+    }
+
+    private func awaitControlLoop(seeingUnderruns underruns: Int) -> Bool {
+        wakeup.signal()
+        while underrunsHandled.load(ordering: .acquiring) < underruns {
+            if stopRequested.load(ordering: .acquiring) || isStopping { return false }
+            producerWakeup.wait(nanoseconds: 10_000_000)
+        }
+        return true
+    }
+
+    /// The ring is full. A real-time output drains it at the stream's rate: sleep until a quarter
+    /// of it is free (or a command comes); while held, nothing drains until the control loop
+    /// resumes (and wakes this). Outputs that run as fast as they can drain it within a moment.
+    private func waitForRoom(in ring: SPSCRing, renderer: Renderer, format: AudioFormat) {
+        guard output.isRealTime else {
+            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 2_000_000)
+            return
+        }
+        if renderer.currentMode == .hold {
+            producerWakeup.wait()
+        } else {
+            let frames = ring.capacity / 4 / format.channels
+            producerWakeup.wait(nanoseconds: UInt64(frames) * 1_000_000_000 / UInt64(format.sampleRate))
         }
     }
 

@@ -127,6 +127,9 @@ struct Join: ParsableCommand {
         // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
         // when to play, so a little audio in hand is enough to start.
         playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
+        let terminal = Console.isTerminal && !quiet
+        // A status line ten times a second; without one, the broadcaster's report once a second.
+        playerOptions.statusIntervalSeconds = terminal ? 0.1 : 1
         let sourceOptions = options
         let player = Player(output: device, options: playerOptions) { () throws(PartyCastError) -> PCMSource in
             NetworkSource(options: sourceOptions, control: control, logger: logger, resolve: resolver)
@@ -136,11 +139,14 @@ struct Join: ParsableCommand {
             player.stop()
             control.cancel()
         }
+        onInterrupt(quit)
         let keys = KeyReader { if $0 == .quit { quit() } }
-        let terminal = Console.isTerminal && !quiet
         let reports = Throttle(nanoseconds: 1_000_000_000)
+        let lastState = Mutex(PlayerState.idle)
         player.observe { status in
-            if interrupted.load(ordering: .relaxed) { quit() }
+            if lastState.withLock({ last in defer { last = status.state }; return last != status.state }) {
+                logger.debug("player: \(status.state)\(status.syncErrorMicroseconds.map { ", sync error \($0) µs" } ?? "")")
+            }
             if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
                                                          latencyOffsetMilliseconds: status.latencyOffsetMilliseconds) }
             if terminal { StatusLine.draw(status) }

@@ -50,7 +50,9 @@ struct Play: ParsableCommand {
         let logger = logging.bootstrap(program: "listener")
         installInterruptHandler()
         let device = try resolveOutput(output, logger: logger)
-        let options = PlayerOptions(startSeconds: start)
+        let terminal = Console.isTerminal && !quiet
+        var options = PlayerOptions(startSeconds: start)
+        options.statusIntervalSeconds = terminal ? 0.1 : nil
         let (source, rate, channels) = (self.source, self.rate, self.channels)
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
             let decoded: PCMSource = source.hasPrefix("tone:")
@@ -59,7 +61,7 @@ struct Play: ParsableCommand {
             guard rate != nil || channels != nil else { return decoded }
             return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }
-        let terminal = Console.isTerminal && !quiet
+        onInterrupt { player.stop() }
         let keys = KeyReader { key in
             switch key {
             case .space: player.togglePause()
@@ -69,7 +71,6 @@ struct Play: ParsableCommand {
             }
         }
         player.observe { status in
-            if interrupted.load(ordering: .relaxed) { player.stop() }
             if terminal { StatusLine.draw(status) }
         }
         let reason = player.run()

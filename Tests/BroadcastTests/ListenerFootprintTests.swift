@@ -1,0 +1,56 @@
+import Foundation
+import PartyCastTestSupport
+import XCTest
+
+/// What keeps a listener light (issue 14), checked on the real processes: it loads no more of
+/// Foundation than FoundationEssentials, and while nothing changes its control thread sleeps.
+final class ListenerFootprintTests: XCTestCase {
+    let broadcaster = productPath("broadcaster")
+    let listener = productPath("listener")
+
+    /// Full Foundation (and ICU through FoundationInternationalization) was a third of the
+    /// listener's memory; what the dynamic loader maps, per Debian's ldd.
+    func testTheListenerLoadsNoFoundationBeyondItsEssentials() throws {
+        let linked = try runProcess("ldd", [listener])
+        XCTAssertEqual(linked.status, 0, linked.stderr)
+        XCTAssertTrue(linked.stdout.contains("libswiftCore.so"), "ldd lists the Swift runtime: \(linked.stdout)")
+        for library in ["libFoundation.so", "libFoundationInternationalization.so", "lib_FoundationICU.so"] {
+            XCTAssertFalse(linked.stdout.contains(library), "the listener links \(library):\n\(linked.stdout)")
+        }
+    }
+
+    /// A listener that has joined a party not yet started has nothing to do: its control thread
+    /// (the main thread) wakes for the once-a-second report to the broadcaster and nothing else
+    /// (it ticked every 5 ms before), and Ctrl-C still stops it at once.
+    func testAWaitingListenerSleepsAndStillStopsOnInterrupt() throws {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "--control-port", "0",
+                                                    try fixture("cbr.mp3"), "--start-in", "60"])
+        defer { server.signal(SIGKILL); _ = server.wait(timeout: 10) }
+        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 30), server.stderr)
+        let joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/card.wav",
+                                                 "--quiet", "--log-level", "debug"])
+        defer { joined.signal(SIGKILL); _ = joined.wait(timeout: 10) }
+        // Joined, the format known and the card started: from here on only the clock thread works.
+        XCTAssertTrue(joined.waitForStderr("player: buffering", timeout: 30), joined.stderr)
+
+        func mainThreadWakeups() -> Int? {
+            let status = try? String(contentsOfFile: "/proc/\(joined.pid)/task/\(joined.pid)/status", encoding: .utf8)
+            return status?.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+                .flatMap { Int($0.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") }
+        }
+        let before = try XCTUnwrap(mainThreadWakeups())
+        let window = 4.0
+        Thread.sleep(forTimeInterval: window)  // the window measured, not a wait for an event
+        let after = try XCTUnwrap(mainThreadWakeups())
+        print("ListenerFootprintTests: main thread woke \(after - before) times in \(window) s")
+        // One report a second, and as much again for anything else that wakes it.
+        XCTAssertLessThanOrEqual(after - before, Int(window) * 2 + 2, "the control thread wakes while nothing changes")
+
+        joined.signal(SIGINT)
+        let result = joined.wait(timeout: 10)
+        XCTAssertFalse(result.timedOut, "Ctrl-C did not stop a waiting listener: \(result.stderr)")
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+}
