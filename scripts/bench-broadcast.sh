@@ -20,21 +20,8 @@ for tool in sox lame soxi /usr/bin/time timeout; do
   command -v "$tool" >/dev/null || { echo "bench-broadcast: needs $tool (make deps installs it)" >&2; exit 2; }
 done
 
-work=$(mktemp -d /tmp/partycast-bench-broadcast.XXXXXX)
-cleanup() {
-  # Only our own children still running: each is a `timeout` leading its own process group (GNU
-  # time and the broadcaster or listener under it), which passes a TERM on to the group.
-  local pids
-  pids=$(jobs -pr)
-  if [ -n "$pids" ]; then
-    kill $pids 2>/dev/null || true
-    for _ in $(seq 50); do [ -n "$(jobs -pr)" ] || break; sleep 0.2; done
-    for pid in $(jobs -pr); do kill -KILL -- "-$pid" 2>/dev/null || true; done
-  fi
-  if [ -n "${KEEP_LOGS:-}" ]; then echo "bench-broadcast: logs kept in $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source scripts/bench-common.sh
+bench_workdir bench-broadcast
 
 # Broadband "music" at 48 kHz (a sweep and pink noise, plus a chord), as make-fixtures.sh does.
 sox -R -n -r 48000 -c 2 "$work/a.wav" synth "$song_seconds" sine 200-4000 pinknoise remix 1 2v0.5 gain -n -3

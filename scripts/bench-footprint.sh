@@ -41,21 +41,8 @@ for tool in sox lame mpg123 python3 ss snapserver snapclient /usr/bin/time timeo
   command -v "$tool" >/dev/null || { echo "bench-footprint: needs $tool (make deps installs it)" >&2; exit 2; }
 done
 
-work=$(mktemp -d /tmp/partycast-bench-footprint.XXXXXX)
-cleanup() {
-  # Only our own children still running: each is a `timeout` leading its own process group (GNU
-  # time and the program under it, or a pipe feeder), which passes a TERM on to the group.
-  local pids
-  pids=$(jobs -pr)
-  if [ -n "$pids" ]; then
-    kill $pids 2>/dev/null || true
-    for _ in $(seq 50); do [ -n "$(jobs -pr)" ] || break; sleep 0.2; done
-    for pid in $(jobs -pr); do kill -KILL -- "-$pid" 2>/dev/null || true; done
-  fi
-  if [ -n "${KEEP_LOGS:-}" ]; then echo "bench-footprint: logs kept in $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source scripts/bench-common.sh
+bench_workdir bench-footprint
 
 # Broadband "music" at 48 kHz (a sweep and pink noise, plus a chord), as bench-broadcast.sh makes it:
 # MP3 for ours, the same signal as raw 48000:16:2 PCM for snapserver's pipe.
@@ -115,6 +102,15 @@ server_result() {
 
 declare -A values=()
 record() { values[$1]="${values[$1]:-} $2"; }
+# record_client SIDE N "CPU RSS HEARD", record_server SIDE N "CPU RSS LIFE": one round's figures.
+record_client() {
+  local figures=($3)
+  record "client_cpu_$1_$2" "${figures[0]}"; record "client_rss_$1_$2" "${figures[1]}"; record "client_heard_$1_$2" "${figures[2]}"
+}
+record_server() {
+  local figures=($3)
+  record "server_cpu_$1_$2" "${figures[0]}"; record "server_rss_$1_$2" "${figures[1]}"; record "server_life_$1_$2" "${figures[2]}"
+}
 
 # One round of ours: the broadcaster and N listeners, each on the virtual card (real time, to a WAV).
 round_ours() {
@@ -137,10 +133,9 @@ round_ours() {
   wait "$server" || true
   for i in $(seq "$n"); do
     r=$(client_result "listener l$i (N=$n)" "$dir/l$i.time" "$dir/l$i.wav" f32wav)
-    [ "$i" != 1 ] || { record "client_cpu_ours_$n" "${r%% *}"; r=${r#* }; record "client_rss_ours_$n" "${r%% *}"; record "client_heard_ours_$n" "${r#* }"; }
+    [ "$i" != 1 ] || record_client ours "$n" "$r"
   done
-  r=$(server_result broadcaster "$dir/server.time")
-  record "server_cpu_ours_$n" "${r%% *}"; r=${r#* }; record "server_rss_ours_$n" "${r%% *}"; record "server_life_ours_$n" "${r#* }"
+  record_server ours "$n" "$(server_result broadcaster "$dir/server.time")"
   [ -n "${KEEP_LOGS:-}" ] || rm -f "$dir"/*.wav
 }
 
@@ -186,10 +181,9 @@ EOF
   wait "$feeder" || true
   for i in $(seq "$n"); do
     r=$(client_result "snapclient c$i (N=$n)" "$dir/c$i.time" "$dir/c$i.raw" s16)
-    [ "$i" != 1 ] || { record "client_cpu_theirs_$n" "${r%% *}"; r=${r#* }; record "client_rss_theirs_$n" "${r%% *}"; record "client_heard_theirs_$n" "${r#* }"; }
+    [ "$i" != 1 ] || record_client theirs "$n" "$r"
   done
-  r=$(server_result snapserver "$dir/server.time")
-  record "server_cpu_theirs_$n" "${r%% *}"; r=${r#* }; record "server_rss_theirs_$n" "${r%% *}"; record "server_life_theirs_$n" "${r#* }"
+  record_server theirs "$n" "$(server_result snapserver "$dir/server.time")"
   [ -n "${KEEP_LOGS:-}" ] || rm -f "$dir"/*.raw
 }
 
