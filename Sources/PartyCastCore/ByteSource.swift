@@ -9,4 +9,15 @@ public protocol ByteSource: AnyObject {
     var canSeek: Bool { get }
     /// Moves to an absolute byte position; only when `canSeek`.
     func seek(to offset: Int64) throws(PartyCastError)
+    /// What the transport says is playing, as it changes (an ICY station's name and `StreamTitle`);
+    /// nil when the stream itself is the only source of tags (files, pipes).
+    var streamTags: TrackTags? { get }
+    /// For a source whose `read` can wait long (a network stream, a pipe): makes a waiting read
+    /// return at once, from any thread. nil for sources that never wait long (files).
+    var wakeReader: (@Sendable () -> Void)? { get }
+}
+
+extension ByteSource {
+    public var streamTags: TrackTags? { nil }
+    public var wakeReader: (@Sendable () -> Void)? { nil }
 }

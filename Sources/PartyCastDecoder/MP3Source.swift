@@ -170,3 +170,19 @@ public final class MP3Source: PCMSource {
         dropUntil = target
     }
 }
+
+extension MP3Source: SniffedDecoder {
+    public static var formatName: String { "MP3" }
+
+    /// Three MPEG audio frames in a row, as the parser would lock on to them.
+    public static func recognises(_ head: ArraySlice<UInt8>) -> Bool {
+        var parser = MP3Parser(startOffset: 1)
+        parser.push(head)
+        while true {
+            guard let event = try? parser.next() else { return false }
+            if case .frame = event { return true }
+        }
+    }
+
+    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { try MP3Source(bytes: bytes) }
+}
