@@ -174,7 +174,7 @@ struct Share: ParsableCommand {
         }
         _ = try FileByteSource(path: spec)
         let label = String(spec.split(separator: "/").last ?? Substring(spec))
-        return PartySource(spec: spec, label: label) { () throws(PartyCastError) -> PCMSource in try MP3Source(bytes: FileByteSource(path: spec)) }
+        return PartySource(spec: spec, label: label) { () throws(PartyCastError) -> PCMSource in try DecoderRegistry.open(FileByteSource(path: spec)) }
     }
 
     /// The MP3 files under `folder`, sorted, as paths the remote may add.

@@ -57,7 +57,7 @@ struct Play: ParsableCommand {
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
             let decoded: PCMSource = source.hasPrefix("tone:")
                 ? try ToneGenerator(spec: String(source.dropFirst(5)))
-                : try MP3Source(bytes: FileByteSource(path: source))
+                : try DecoderRegistry.open(FileByteSource(path: source))
             guard rate != nil || channels != nil else { return decoded }
             return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }
