@@ -49,15 +49,19 @@ let package = Package(
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
-        // Frames → Float32 PCM through libmpg123; resampling and channel mapping.
-        .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123", "CSpeexDSP"]),
+        // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry).
+        .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123"]),
+        // Every source a spec names (files by content, tones, pipes), for both programs: SourceRegistry.
+        .target(name: "PartyCastSourceRegistry", dependencies: ["PartyCastCore", "PartyCastSources", "PartyCastDecoder"]),
+        // DSP on PCM, whatever decoded it: resampling (libspeexdsp) and channel mapping.
+        .target(name: "PartyCastDSP", dependencies: ["PartyCastCore", "CSpeexDSP"]),
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
-        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastDSP", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // The player's state machine wiring source → parser → decoder → ring → output.
         .target(name: "PartyCastPlayer", dependencies: [
-            "PartyCastCore", "PartyCastClock", "PartyCastSources", "PartyCastMP3Parser", "PartyCastDecoder", "PartyCastRing", "PartyCastOutput",
+            "PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastOutput",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
@@ -90,7 +94,7 @@ let package = Package(
         .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastClock", "PartyCastDecoder", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastClock", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
@@ -116,7 +120,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
@@ -129,7 +133,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -147,6 +151,7 @@ let package = Package(
             "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),

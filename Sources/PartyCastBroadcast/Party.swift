@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCodec
 import PartyCastCore
-import PartyCastDecoder
+import PartyCastDSP
 import PartyCastWire
 import Synchronization
 
@@ -28,11 +28,14 @@ public struct PartySource: Sendable {
     public var spec: String
     /// Shown when the source has no title of its own.
     public var label: String
+    /// A pipe or a station: played at its own pace, never opened just to look at it.
+    public var isLive: Bool
     public var open: Open
 
-    public init(spec: String, label: String, open: @escaping Open) {
+    public init(spec: String, label: String, isLive: Bool = false, open: @escaping Open) {
         self.spec = spec
         self.label = label
+        self.isLive = isLive
         self.open = open
     }
 }
@@ -230,8 +233,11 @@ public final class Party: PartyControl {
         var cover: CoverArt?
         var failure: PartyCastError?
 
+        /// A station's name stands in for a title it does not announce, the source's label for both.
+        var title: String { tags.title ?? tags.station ?? source.label }
+
         var view: PartySnapshot.Item {
-            PartySnapshot.Item(id: id, title: tags.title ?? source.label, artist: tags.artist, album: tags.album,
+            PartySnapshot.Item(id: id, title: title, artist: tags.artist, album: tags.album,
                                durationSeconds: durationFrames.map { Double($0) / Double(sampleRate) }, hasCover: cover != nil)
         }
     }
@@ -349,6 +355,7 @@ public final class Party: PartyControl {
         while state.pending.count < block, let source = state.source {
             if try !source.produce(into: &state.pending) { try advanceToNextItem() }
         }
+        announceRetitling(heardAt: position + UInt64(block / channels))
         var realFrames = encoder.framesPerPacket
         if state.pending.count < block {
             // The end of the queue: the rest, padded; the chunk counts only the real frames.
@@ -361,6 +368,20 @@ public final class Party: PartyControl {
         try send(samples, realFrames: realFrames, encoder: encoder)
         state.sent.append(SentChunk(position: position, frames: realFrames, samples: Array(samples[0..<(realFrames * channels)])))
         if realFrames < encoder.framesPerPacket { finishQueue() }
+    }
+
+    /// A live source's title changed (a station's `StreamTitle`): the listeners and the remotes hear
+    /// of it from `position` on, as of a song that starts there.
+    private func announceRetitling(heardAt position: UInt64) {
+        guard let index = state.currentIndex, state.queue[index].source.isLive, let tags = state.source?.tags,
+              tags != state.queue[index].tags, let encoder = state.encoder,
+              let (_, songFrame) = Self.segment(heardAt: position, in: state.segments) else { return }
+        state.queue[index].tags = tags
+        logger.info("now playing: \(state.queue[index].title)")
+        let retitled = frame(metadata(state.queue[index], start: position, songFrame: songFrame))
+        fanout.broadcast(retitled)
+        fanout.setPreamble([frame(streamFormat(encoder, total: nil)), retitled])
+        publishState()
     }
 
     /// Encodes one packet and queues it as the chunk at the timeline's end.
@@ -432,8 +453,13 @@ public final class Party: PartyControl {
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.
     private func open(index: Int, atSongFrame songFrame: Int, position: UInt64) throws(PartyCastError) {
         let item = state.queue[index]
-        let decoded = try item.source.open()
-        try decoded.prepare()
+        let decoded: PCMSource
+        if item.source.isLive {
+            decoded = try LiveSource(opening: item.source.open)
+        } else {
+            decoded = try item.source.open()
+            try decoded.prepare()
+        }
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
         if state.encoder == nil { state.encoder = try makeEncoder(for: sourceFormat) }
@@ -832,7 +858,7 @@ public final class Party: PartyControl {
 
     private func metadata(_ item: Item, start: UInt64, songFrame: Int) -> PCEnvelope {
         var metadata = PCMetadata()
-        metadata.title = item.tags.title ?? item.source.label
+        metadata.title = item.title
         metadata.artist = item.tags.artist ?? ""
         metadata.album = item.tags.album ?? ""
         metadata.durationFrames = UInt64(item.durationFrames ?? 0)
@@ -852,6 +878,8 @@ public final class Party: PartyControl {
     /// opened stays in the queue, marked, and is skipped when its turn comes.
     static func probe(_ source: PartySource, id: Int) -> Item {
         var item = Item(id: id, source: source)
+        // A live source is opened only to play: looking at it would eat its audio (or its one pipe).
+        guard !source.isLive else { return item }
         do throws(PartyCastError) {
             let opened = try source.open()
             try opened.prepare()

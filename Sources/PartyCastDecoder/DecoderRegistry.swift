@@ -24,14 +24,20 @@ public enum DecoderRegistry {
     /// a frame sync through any garbage) last.
     public static let decoders: [any SniffedDecoder.Type] = [MP3Source.self]
 
-    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource {
+    /// - Parameter unrecognised: what bytes of no known format are taken for (raw PCM from a pipe);
+    ///   nil to refuse them with a line saying what they look like.
+    public static func open(_ bytes: ByteSource,
+                            unrecognised: ((ByteSource) throws(PartyCastError) -> PCMSource)? = nil) throws(PartyCastError) -> PCMSource {
         let replay = ReplayingByteSource(bytes)
         let head = try replay.head(afterTagsUpTo: headLength, maxTag: maxBufferedTag)
-        guard let decoder = decoders.first(where: { $0.recognises(head) }) else {
+        let decoder = decoders.first { $0.recognises(head) }
+        if decoder == nil, unrecognised == nil || head.isEmpty {
             throw PartyCastError(.notAudio, "not audio PartyCast can play (\(describe(head))); it plays \(decoders.map { $0.formatName }.joined(separator: ", "))")
         }
         try replay.rewind()
-        let decoded = try decoder.open(replay.isReplaying ? replay : bytes)
+        let stream = replay.isReplaying ? replay : bytes
+        let decoded: PCMSource
+        if let decoder { decoded = try decoder.open(stream) } else { decoded = try unrecognised!(stream) }
         return bytes.streamTags == nil && bytes.wakeReader == nil ? decoded : LiveStreamSource(decoded, transport: bytes)
     }
 

@@ -7,8 +7,8 @@ import PartyCastCodec
 import PartyCastControl
 import PartyCastCore
 import PartyCastDecoder
+import PartyCastSourceRegistry
 import PartyCastDiscovery
-import PartyCastSources
 import PartyCastWire
 import Synchronization
 #if canImport(Glibc)
@@ -29,8 +29,11 @@ struct Share: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode the sources in order, encode once, and stream to every listener that joins.")
 
-    @Argument(help: "MP3 files and/or tone:FREQ[:SECONDS] generators, played in order.")
+    @Argument(help: ArgumentHelp("Sources, played in order: \(SourceRegistry.help).", valueName: "source"))
     var sources: [String]
+
+    @Option(name: .customLong("pcm-format"), help: "A pipe carries raw PCM in this layout, RATE:BITS:CHANNELS (without it, a pipe's format is recognised by its bytes and raw PCM is taken as 48000:16:2).")
+    var pcmFormat: String?
 
     @Option(help: "The name listeners see and join by (default: \"PartyCast on HOST\").")
     var name: String?
@@ -56,7 +59,7 @@ struct Share: ParsableCommand {
     @Flag(help: "Start over after the last source.")
     var loop = false
 
-    @Option(help: "A folder of MP3 files the remote may add to the queue (besides the sources given here).")
+    @Option(help: "A folder of audio files the remote may add to the queue (besides the sources given here).")
     var library: String?
 
     @Flag(name: .customLong("no-mdns"), help: "Do not advertise over mDNS; listeners must use --host.")
@@ -91,11 +94,12 @@ struct Share: ParsableCommand {
         options.startInSeconds = startIn
         options.leadMilliseconds = buffer
         options.loop = loop
-        let playable = try playableSources(logger: logger)
+        let playable = try playableSources(options: sourceOptions(), logger: logger)
         let partyKey = key.key
         let fanout = Fanout(logger: logger)
+        let sourceOptions = try self.sourceOptions()
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
-                                fanout: fanout, logger: logger, opener: Self.source(spec:))
+                                fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try Self.source(spec: spec, options: sourceOptions) })
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
         defer { server.shutdown() }
         // The remote control drives the party's command queue, as the keys below do.
@@ -150,12 +154,12 @@ struct Share: ParsableCommand {
     }
 
     /// A source per argument; one that can't be read is skipped with a line, so the rest plays.
-    private func playableSources(logger: Logger) throws(PartyCastError) -> [PartySource] {
+    private func playableSources(options: SourceOptions, logger: Logger) throws(PartyCastError) -> [PartySource] {
         var playable: [PartySource] = []
         var lastFailure: PartyCastError?
         for spec in sources {
             do throws(PartyCastError) {
-                playable.append(try Self.source(spec: spec))
+                playable.append(try Self.source(spec: spec, options: options))
             } catch {
                 logger.warning("skipping \(spec): \(error.message)")
                 lastFailure = error
@@ -165,24 +169,31 @@ struct Share: ParsableCommand {
         return playable
     }
 
-    /// A `tone:` generator or an MP3 file, checked now (a bad spec is refused before going live)
-    /// and opened afresh each time it plays.
-    static func source(spec: String) throws(PartyCastError) -> PartySource {
-        if spec.hasPrefix("tone:") {
-            _ = try ToneGenerator(spec: String(spec.dropFirst(5)))
-            return PartySource(spec: spec, label: spec) { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) }
+    private func sourceOptions() throws(PartyCastError) -> SourceOptions {
+        var options = SourceOptions()
+        if let pcmFormat {
+            options.rawPCM = try RawPCMFormat(parsing: pcmFormat)
+            options.pipesAreRaw = true
         }
-        _ = try FileByteSource(path: spec)
-        let label = String(spec.split(separator: "/").last ?? Substring(spec))
-        return PartySource(spec: spec, label: label) { () throws(PartyCastError) -> PCMSource in try DecoderRegistry.open(FileByteSource(path: spec)) }
+        return options
     }
 
-    /// The MP3 files under `folder`, sorted, as paths the remote may add.
+    /// A source as the registry resolves it: checked now (a bad spec is refused before going live)
+    /// and opened afresh each time it plays.
+    static func source(spec: String, options: SourceOptions) throws(PartyCastError) -> PartySource {
+        let resolved = try SourceRegistry.resolve(spec, options: options)
+        return PartySource(spec: resolved.spec, label: resolved.label, isLive: resolved.isLive, open: resolved.open)
+    }
+
+    /// The audio files under `folder` (by their extensions: a library is not opened file by file),
+    /// sorted, as paths the remote may add.
+    static let libraryExtensions: Set<String> = ["mp3", "aac", "flac", "ogg", "oga", "opus", "wav"]
+
     static func audioFiles(under folder: String) throws(PartyCastError) -> [String] {
         guard let walker = FileManager.default.enumerator(atPath: folder) else {
             throw PartyCastError(.fileNotFound, "--library \(folder): no such folder")
         }
         let base = folder.hasSuffix("/") ? folder : folder + "/"
-        return walker.compactMap { $0 as? String }.filter { $0.lowercased().hasSuffix(".mp3") }.sorted().map { base + $0 }
+        return walker.compactMap { $0 as? String }.filter { libraryExtensions.contains(String($0.lowercased().split(separator: ".").last ?? "")) }.sorted().map { base + $0 }
     }
 }

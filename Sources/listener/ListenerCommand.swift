@@ -4,9 +4,10 @@ import PartyCastCLI
 import PartyCastClock
 import PartyCastCore
 import PartyCastDecoder
+import PartyCastDSP
 import PartyCastOutput
 import PartyCastPlayer
-import PartyCastSources
+import PartyCastSourceRegistry
 
 @main
 struct Listener: ParsableCommand {
@@ -17,7 +18,7 @@ struct Listener: ParsableCommand {
 
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Play an MP3 file or a test tone through parser → decoder → ring → output.",
+        abstract: "Play a file, a pipe or a test tone through parser → decoder → ring → output.",
         discussion: """
             Keys while playing in a terminal: space pause/resume, ←/→ seek ∓10 s, q quit.
             Outputs: alsa[:DEVICE] (default device when no DEVICE), wav:PATH (the decoded stream, as fast
@@ -26,8 +27,11 @@ struct Play: ParsableCommand {
             else virtual:partycast-virtual.wav).
             """)
 
-    @Argument(help: "An MP3 file, or tone:FREQ[:SECONDS] for a sine generator.")
+    @Argument(help: ArgumentHelp("\(SourceRegistry.help).", valueName: "source"))
     var source: String
+
+    @Option(name: .customLong("pcm-format"), help: "A pipe carries raw PCM in this layout, RATE:BITS:CHANNELS (without it, a pipe's format is recognised by its bytes and raw PCM is taken as 48000:16:2).")
+    var pcmFormat: String?
 
     @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
     var output = "auto"
@@ -53,11 +57,16 @@ struct Play: ParsableCommand {
         let terminal = Console.isTerminal && !quiet
         var options = PlayerOptions(startSeconds: start)
         options.statusIntervalSeconds = terminal ? 0.1 : nil
-        let (source, rate, channels) = (self.source, self.rate, self.channels)
+        var sourceOptions = SourceOptions()
+        if let pcmFormat {
+            do { sourceOptions.rawPCM = try RawPCMFormat(parsing: pcmFormat) } catch { throw ValidationError(error.message) }
+            sourceOptions.pipesAreRaw = true
+        }
+        let resolved: ResolvedSource
+        do { resolved = try SourceRegistry.resolve(source, options: sourceOptions) } catch { throw exitFailing(error, program: "listener") }
+        let (rate, channels) = (self.rate, self.channels)
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
-            let decoded: PCMSource = source.hasPrefix("tone:")
-                ? try ToneGenerator(spec: String(source.dropFirst(5)))
-                : try DecoderRegistry.open(FileByteSource(path: source))
+            let decoded = try resolved.open()
             guard rate != nil || channels != nil else { return decoded }
             return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }

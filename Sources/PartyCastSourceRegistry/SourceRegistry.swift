@@ -1,0 +1,101 @@
+import PartyCastCore
+import PartyCastDecoder
+import PartyCastSources
+
+/// A source named on the command line (or added from the remote), checked before anything goes
+/// live, and opened afresh each time it plays.
+public struct ResolvedSource: Sendable {
+    public typealias Open = @Sendable () throws(PartyCastError) -> PCMSource
+    /// What was given: a path, `tone:…`, `-`, `pipe:PATH`, a URL.
+    public var spec: String
+    /// Shown when the source has no title of its own.
+    public var label: String
+    /// A pipe or a station: it plays at its own pace, cannot seek, and is opened only to play
+    /// (looking at it first would eat its audio).
+    public var isLive: Bool
+    public var open: Open
+
+    public init(spec: String, label: String, isLive: Bool, open: @escaping Open) {
+        self.spec = spec
+        self.label = label
+        self.isLive = isLive
+        self.open = open
+    }
+}
+
+/// What the command line says about sources beyond their specs.
+public struct SourceOptions: Sendable {
+    /// The layout of raw PCM from a pipe (`--pcm-format`).
+    public var rawPCM = RawPCMFormat.standard
+    /// Pipes carry raw PCM even when their bytes look like an encoded format.
+    public var pipesAreRaw = false
+
+    public init() {}
+}
+
+/// One kind of source: which specs it takes and how it opens them.
+public protocol SourceKind: Sendable {
+    func claims(_ spec: String) -> Bool
+    /// Checks the spec now, so a bad one is refused with one line before the party starts.
+    func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource
+}
+
+/// The one place a spec is turned into a source, for `broadcaster share` and `listener play` alike.
+/// A new kind of source is a `SourceKind` added to `kinds`.
+public enum SourceRegistry {
+    /// Tried in order; files take whatever no other kind claims.
+    public static let kinds: [any SourceKind] = [ToneSourceKind(), PipeSourceKind(), FileSourceKind()]
+
+    public static func resolve(_ spec: String, options: SourceOptions = SourceOptions()) throws(PartyCastError) -> ResolvedSource {
+        for kind in kinds where kind.claims(spec) { return try kind.resolve(spec, options: options) }
+        throw PartyCastError(.invalidArgument, "\(spec): not a source PartyCast knows")
+    }
+
+    /// One line for `--help`: the specs every kind takes.
+    public static let help = "an audio file (MP3, AAC, FLAC, Ogg Vorbis/Opus, WAV — recognised by its bytes), tone:FREQ[:SECONDS], - (standard input) or pipe:PATH (a FIFO)"
+}
+
+/// `tone:FREQ[:SECONDS]`: a sine generator.
+struct ToneSourceKind: SourceKind {
+    func claims(_ spec: String) -> Bool { spec.hasPrefix("tone:") }
+
+    func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
+        let parameters = String(spec.dropFirst(5))
+        _ = try ToneGenerator(spec: parameters)
+        return ResolvedSource(spec: spec, label: spec, isLive: false) { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: parameters) }
+    }
+}
+
+/// `-` (standard input) or `pipe:PATH` (a FIFO): an encoded stream recognised by its bytes, else raw
+/// PCM in the layout `--pcm-format` gives.
+struct PipeSourceKind: SourceKind {
+    func claims(_ spec: String) -> Bool { spec == "-" || spec.hasPrefix("pipe:") }
+
+    func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
+        let path = spec == "-" ? nil : String(spec.dropFirst(5))
+        if let path {
+            guard !path.isEmpty else { throw PartyCastError(.invalidArgument, "pipe: needs a path, e.g. pipe:/tmp/snapfifo") }
+            _ = try PipeByteSource(path: path)
+        }
+        let format = options.rawPCM, raw = options.pipesAreRaw
+        return ResolvedSource(spec: spec, label: path ?? "standard input", isLive: true) { () throws(PartyCastError) -> PCMSource in
+            let bytes: PipeByteSource
+            if let path { bytes = try PipeByteSource(path: path) } else { bytes = try PipeByteSource() }
+            if raw { return RawPCMSource(bytes: bytes, format: format) }
+            return try DecoderRegistry.open(bytes) { unrecognised throws(PartyCastError) in RawPCMSource(bytes: unrecognised, format: format) }
+        }
+    }
+}
+
+/// A local file, its format recognised by its bytes.
+struct FileSourceKind: SourceKind {
+    func claims(_ spec: String) -> Bool { true }
+
+    func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
+        _ = try FileByteSource(path: spec)
+        let label = String(spec.split(separator: "/").last ?? Substring(spec))
+        return ResolvedSource(spec: spec, label: label, isLive: false) { () throws(PartyCastError) -> PCMSource in
+            try DecoderRegistry.open(FileByteSource(path: spec))
+        }
+    }
+}

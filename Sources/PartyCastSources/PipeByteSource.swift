@@ -1,0 +1,85 @@
+import PartyCastCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Standard input or a FIFO another program writes to (mpd, librespot, shairport-sync): a live
+/// stream that cannot seek. A read waits in poll(2) on the pipe and a wake pipe, so stopping never
+/// waits for the writer, and nothing wakes while no data comes.
+public final class PipeByteSource: ByteSource {
+    private let fd: Int32
+    private let ownsDescriptor: Bool
+    private let wake: WakePipe
+    /// How the source is named in messages ("standard input", a FIFO's path).
+    public let name: String
+    public var length: Int64? { nil }
+    public var canSeek: Bool { false }
+    public var wakeReader: (@Sendable () -> Void)? { { [wake] in wake.wake() } }
+
+    /// Standard input.
+    public init() throws(PartyCastError) {
+        fd = STDIN_FILENO
+        ownsDescriptor = false
+        name = "standard input"
+        wake = try Self.makeWakePipe()
+    }
+
+    /// A FIFO (or any readable file descriptor a path names). Opening a FIFO waits for its writer,
+    /// so it is opened without blocking and the first read waits instead, where it can be woken.
+    public init(path: String) throws(PartyCastError) {
+        do {
+            fd = try systemCall("open") { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
+        } catch {
+            switch error.errno {
+            case ENOENT: throw PartyCastError(.fileNotFound, "pipe:\(path): no such FIFO; create it with mkfifo \(path)")
+            case EACCES: throw PartyCastError(.permissionDenied, "pipe:\(path): permission denied")
+            default: throw PartyCastError(.io, "pipe:\(path): cannot open (\(error))")
+            }
+        }
+        ownsDescriptor = true
+        name = path
+        do {
+            wake = try Self.makeWakePipe()
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    private static func makeWakePipe() throws(PartyCastError) -> WakePipe {
+        do { return try WakePipe() } catch { throw PartyCastError(.io, "cannot make a pipe (\(error))") }
+    }
+
+    deinit { if ownsDescriptor { close(fd) } }
+
+    /// Waits for data; empty at end of stream (the writer closed), or when woken (the caller is
+    /// stopping). A FIFO no writer has opened yet polls as not ready, so that is waited out too.
+    public func read(maxBytes: Int) throws(PartyCastError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: maxBytes)
+        while true {
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw PartyCastError(.io, "\(name): poll failed (errno \(errno))")
+            }
+            if fds[1].revents != 0 {
+                wake.drain()
+                return []
+            }
+            let fd = self.fd
+            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                bytes.removeLast(maxBytes - n)
+                return bytes
+            }
+            if n == 0 { return [] }
+            if errno == EAGAIN || errno == EINTR { continue }
+            throw PartyCastError(.io, "\(name): read failed (errno \(errno))")
+        }
+    }
+
+    public func seek(to offset: Int64) throws(PartyCastError) {
+        throw PartyCastError(.invalidArgument, "\(name) is a pipe and cannot seek")
+    }
+}
