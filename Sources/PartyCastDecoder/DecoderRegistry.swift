@@ -74,6 +74,9 @@ final class ReplayingByteSource: ByteSource {
         if buffered.count >= 10, buffered[0] == 0x49, buffered[1] == 0x44, buffered[2] == 0x33 {  // "ID3"
             let size = buffered[6...9].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
             tagEnd = 10 + size + (buffered[5] & 0x10 != 0 ? 10 : 0)
+            if let length = source.length, Int64(tagEnd) >= length {
+                throw PartyCastError(.notAudio, "its ID3v2 tag claims \(tagEnd) bytes, as much as or more than the \(length) the stream holds: no audio after it")
+            }
             if tagEnd > maxTag {
                 guard source.canSeek else {
                     throw PartyCastError(.unsupportedFormat, "the stream starts with an ID3 tag of \(tagEnd >> 20) MiB, too long to look past on a stream that cannot seek")
