@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
@@ -47,6 +48,14 @@ let package = Package(
         .target(name: "PartyCastCore", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
+        // http(s):// byte sources: internet radio (ICY titles, reconnects) and remote files (Range
+        // seeks), over SwiftNIO's HTTP/1 pieces (why not AsyncHTTPClient: see HTTPConnection.swift).
+        .target(name: "PartyCastHTTP", dependencies: [
+            "PartyCastCore",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
         // Frames → Float32 PCM through libmpg123; resampling and channel mapping.
@@ -116,7 +125,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastHTTP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
@@ -129,7 +138,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSources", "PartyCastWire", "PartyCastCLI", "PartyCastHTTP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -141,6 +150,12 @@ let package = Package(
         .testTarget(name: "PartyCastRingTests", dependencies: ["PartyCastRing", "PartyCastOutput"]),
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
+        // The HTTP source against real servers (icecast2 fed by ezstream) and fake ones (Python, loopback).
+        .testTarget(name: "HTTPSourceTests", dependencies: [
+            "PartyCastHTTP", "PartyCastDecoder", "PartyCastCore", "PartyCastTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+        ], exclude: ["servers"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: [

@@ -8,6 +8,7 @@ import PartyCastControl
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastDiscovery
+import PartyCastHTTP
 import PartyCastSources
 import PartyCastWire
 import Synchronization
@@ -165,12 +166,15 @@ struct Share: ParsableCommand {
         return playable
     }
 
-    /// A `tone:` generator or an MP3 file, checked now (a bad spec is refused before going live)
-    /// and opened afresh each time it plays.
+    /// A `tone:` generator, an http(s):// stream or an MP3 file, checked now (a bad spec is refused
+    /// before going live; a URL is checked when it plays) and opened afresh each time it plays.
     static func source(spec: String) throws(PartyCastError) -> PartySource {
         if spec.hasPrefix("tone:") {
             _ = try ToneGenerator(spec: String(spec.dropFirst(5)))
             return PartySource(spec: spec, label: spec) { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: String(spec.dropFirst(5))) }
+        }
+        if HTTPByteSource.handles(spec) {
+            return PartySource(spec: spec, label: spec) { () throws(PartyCastError) -> PCMSource in try DecoderRegistry.open(HTTPByteSource(url: spec)) }
         }
         _ = try FileByteSource(path: spec)
         let label = String(spec.split(separator: "/").last ?? Substring(spec))

@@ -4,6 +4,7 @@ import PartyCastCLI
 import PartyCastClock
 import PartyCastCore
 import PartyCastDecoder
+import PartyCastHTTP
 import PartyCastOutput
 import PartyCastPlayer
 import PartyCastSources
@@ -26,7 +27,7 @@ struct Play: ParsableCommand {
             else virtual:partycast-virtual.wav).
             """)
 
-    @Argument(help: "An MP3 file, or tone:FREQ[:SECONDS] for a sine generator.")
+    @Argument(help: "An MP3 file, an http(s):// stream or file, or tone:FREQ[:SECONDS] for a sine generator.")
     var source: String
 
     @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
@@ -57,7 +58,8 @@ struct Play: ParsableCommand {
         let player = Player(output: device, options: options) { () throws(PartyCastError) -> PCMSource in
             let decoded: PCMSource = source.hasPrefix("tone:")
                 ? try ToneGenerator(spec: String(source.dropFirst(5)))
-                : try DecoderRegistry.open(FileByteSource(path: source))
+                : try DecoderRegistry.open(HTTPByteSource.handles(source)
+                    ? HTTPByteSource(url: source) { logger.notice("\($0)") } : FileByteSource(path: source))
             guard rate != nil || channels != nil else { return decoded }
             return try FormatConverter(source: decoded, sampleRate: rate, channels: channels)
         }
