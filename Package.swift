@@ -152,7 +152,7 @@ let package = Package(
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
         // The HTTP source against real servers (icecast2 fed by ezstream) and fake ones (Python, loopback).
         .testTarget(name: "HTTPSourceTests", dependencies: [
-            "PartyCastHTTP", "PartyCastDecoder", "PartyCastCore", "PartyCastTestSupport",
+            "PartyCastHTTP", "PartyCastDecoder", "PartyCastCore", "PartyCastSources", "PartyCastTestSupport",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ], exclude: ["servers"]),

@@ -2,6 +2,7 @@ import Foundation
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastHTTP
+import PartyCastSources
 import PartyCastTestSupport
 import XCTest
 
@@ -21,7 +22,7 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     private func radio(_ extra: [String] = []) throws -> ServerProcess {
-        for name in ["cbr.mp3", "vbr.mp3"] {
+        for name in ["cbr.mp3", "vbr.mp3", "noxing.mp3"] {
             let copy = "\(directory)/\(name)"
             if !FileManager.default.fileExists(atPath: copy) { try FileManager.default.copyItem(atPath: try fixture(name), toPath: copy) }
         }
@@ -192,6 +193,23 @@ final class HTTPSourceTests: XCTestCase {
             print("remote seek (\(label)): SNR \(ratio) dB")
             XCTAssertGreaterThanOrEqual(ratio, 80, label)
         }
+    }
+
+    /// A remote file without a frame count is not downloaded whole to time it: its duration is an
+    /// estimate (a local file's is exact), and a seek indexes only the frames before its target.
+    func testRemoteFileWithoutFrameCountIsNotScannedWhole() throws {
+        let server = try radio()
+        let remote = try DecoderRegistry.open(HTTPByteSource(url: "http://127.0.0.1:\(server.port)/file/noxing.mp3"))
+        try remote.prepare()
+        guard case .estimated(let estimate) = remote.duration else { return XCTFail("\(remote.duration)") }
+        let local = try DecoderRegistry.open(FileByteSource(path: try fixture("noxing.mp3")))
+        try local.prepare()
+        guard case .exact(let exact) = local.duration else { return XCTFail("\(local.duration)") }
+        XCTAssertEqual(Double(estimate), Double(exact), accuracy: Double(exact) * 0.05)
+        try remote.seek(toFrame: 5 * 44100)
+        var samples: [Float] = []
+        XCTAssertTrue(try remote.produce(into: &samples))
+        guard case .estimated = remote.duration else { return XCTFail("a seek indexed the whole file: \(remote.duration)") }
     }
 
     func testRemoteFileIsSeekableAndKnowsItsLength() throws {
