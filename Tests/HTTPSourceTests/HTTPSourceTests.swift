@@ -148,6 +148,26 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 2)
     }
 
+    /// A reader that stops reading stops the socket reads too: what the server gets to send levels
+    /// off at the source's buffer plus the kernel's socket buffers, however much it has.
+    func testAnUnreadStreamHoldsBoundedMemory() throws {
+        let server = try radio()
+        let source = try HTTPByteSource(url: "http://127.0.0.1:\(server.port)/flood")
+        XCTAssertFalse(try source.read(maxBytes: 1).isEmpty)
+        let counter = URL(string: "http://127.0.0.1:\(server.port)/flooded")!
+        var readings: [Int] = []
+        let levelled = try eventually(timeout: 15) {
+            readings.append(Int(try String(contentsOf: counter, encoding: .utf8)) ?? -1)
+            if readings.count >= 3, readings.suffix(3).allSatisfy({ $0 == readings.last }) { return true }
+            usleep(200_000)  // the pace of the readings; the condition is the level
+            return false
+        }
+        print("flood: the server sent \(readings.last ?? -1) bytes and stopped")
+        XCTAssertTrue(levelled, "the server kept sending: \(readings)")
+        XCTAssertLessThan(readings.last ?? .max, 16 << 20)
+        XCTAssertFalse(try source.read(maxBytes: 65536).isEmpty)
+    }
+
     // MARK: Playlists
 
     func testPlaylistsAreFollowedToTheirFirstPlayableEntry() throws {

@@ -16,6 +16,7 @@ import time
 args = None
 hits = {}
 hits_lock = threading.Lock()
+flooded = 0
 
 
 def icy_block(text):
@@ -177,6 +178,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def silent(self):
         time.sleep(args.lifetime)
 
+    # -- as fast as the client takes it, counting what it took: backpressure bounds that -------
+    def flood(self):
+        global flooded
+        self.raw(b"HTTP/1.0 200 OK\r\ncontent-type: audio/mpeg\r\n\r\n")
+        chunk = self.audio()[:65536]
+        while True:
+            self.raw(chunk)
+            with hits_lock:
+                flooded += len(chunk)
+
+    def flooded_route(self):
+        with hits_lock:
+            self.text("%d" % flooded, "text/plain")
+
     def hits_route(self):
         with hits_lock:
             self.text("".join("%s %d\n" % kv for kv in hits.items()), "text/plain")
@@ -213,7 +228,7 @@ ROUTES = {
     "/good.pls": Handler.good_pls, "/good.m3u": Handler.good_m3u, "/dead.m3u": Handler.dead_m3u,
     "/self.m3u": Handler.self_m3u, "/ping.m3u": Handler.ping_m3u, "/pong.m3u": Handler.pong_m3u, "/hls.m3u8": Handler.hls,
     "/html": Handler.html, "/html-as-audio": Handler.html_as_audio, "/endless": Handler.endless,
-    "/silent": Handler.silent, "/hits": Handler.hits_route,
+    "/silent": Handler.silent, "/hits": Handler.hits_route, "/flood": Handler.flood, "/flooded": Handler.flooded_route,
 }
 
 
