@@ -240,7 +240,13 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertTrue(source.isRemote)
         XCTAssertEqual(source.length, Int64(bytes.count))
         try source.seek(to: 100_000)
-        XCTAssertEqual(try source.read(maxBytes: 16), Array(bytes[100_000..<100_016]))
+        var read: [UInt8] = []
+        while read.count < 16 {  // pieces come in whatever size the network gives
+            let piece = try source.read(maxBytes: 16 - read.count)
+            if piece.isEmpty { break }
+            read += piece
+        }
+        XCTAssertEqual(read, Array(bytes[100_000..<100_016]))
         XCTAssertEqual(source.rangeCapable, false)
     }
 
