@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
@@ -47,12 +48,20 @@ let package = Package(
         .target(name: "PartyCastCore", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
+        // http(s):// byte sources: internet radio (ICY titles, reconnects) and remote files (Range
+        // seeks), over SwiftNIO's HTTP/1 pieces (why not AsyncHTTPClient: see HTTPConnection.swift).
+        .target(name: "PartyCastHTTP", dependencies: [
+            "PartyCastCore",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
         // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry).
         .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123"]),
-        // Every source a spec names (files by content, tones, pipes), for both programs: SourceRegistry.
-        .target(name: "PartyCastSourceRegistry", dependencies: ["PartyCastCore", "PartyCastSources", "PartyCastDecoder"]),
+        // Every source a spec names (files by content, URLs, tones, pipes), for both programs: SourceRegistry.
+        .target(name: "PartyCastSourceRegistry", dependencies: ["PartyCastCore", "PartyCastSources", "PartyCastDecoder", "PartyCastHTTP"]),
         // DSP on PCM, whatever decoded it: resampling (libspeexdsp) and channel mapping.
         .target(name: "PartyCastDSP", dependencies: ["PartyCastCore", "CSpeexDSP"]),
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
@@ -145,6 +154,12 @@ let package = Package(
         .testTarget(name: "PartyCastRingTests", dependencies: ["PartyCastRing", "PartyCastOutput"]),
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
+        // The HTTP source against real servers (icecast2 fed by ezstream) and fake ones (Python, loopback).
+        .testTarget(name: "HTTPSourceTests", dependencies: [
+            "PartyCastHTTP", "PartyCastDecoder", "PartyCastCore", "PartyCastSources", "PartyCastTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+        ], exclude: ["servers"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: [

@@ -36,19 +36,32 @@ final class LiveSource: PCMSource {
         init(_ state: State) { self.state = NIOLockedValueBox(state) }
     }
 
-    /// Opens and prepares the source here (its format must be known), then hands it to the reader
-    /// thread, the only one that uses it from then on.
-    init(opening open: () throws(PartyCastError) -> PCMSource) throws(PartyCastError) {
+    /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
+    /// station) comes wrapped, to be read on a thread of its own.
+    static func open(_ open: () throws(PartyCastError) -> PCMSource) throws(PartyCastError) -> PCMSource {
         let source = try open()
         try source.prepare()
+        guard source.duration == .unknown, !source.isSeekable else { return source }
         guard let format = source.format else { throw PartyCastError(.notAudio, "no audio") }
+        return LiveSource(taking: HandedOver(source), format: format)
+    }
+
+    // @unchecked: a source handed to the reader thread whole; the thread that opened it keeps no reference.
+    private final class HandedOver: @unchecked Sendable {
+        let source: PCMSource
+        init(_ source: PCMSource) { self.source = source }
+    }
+
+    /// Hands a prepared source to the reader thread, the only one that uses it from then on.
+    private init(taking handedOver: HandedOver, format: AudioFormat) {
         self.format = format
         let buffer = LiveBuffer(format: format)
-        let shared = Shared(.init(buffer: buffer, tags: source.tags))
+        let shared = Shared(.init(buffer: buffer, tags: handedOver.source.tags))
         self.shared = shared
-        let wakeSource = source.wakeProducer
+        let wakeSource = handedOver.source.wakeProducer
         let limit = buffer.targetFrames + format.sampleRate * Self.backpressureMilliseconds / 1000
         reader = DedicatedThread {
+            let source = handedOver.source
             var block: [Float] = []
             while true {
                 block.removeAll(keepingCapacity: true)

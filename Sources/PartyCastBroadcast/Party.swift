@@ -453,13 +453,7 @@ public final class Party: PartyControl {
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.
     private func open(index: Int, atSongFrame songFrame: Int, position: UInt64) throws(PartyCastError) {
         let item = state.queue[index]
-        let decoded: PCMSource
-        if item.source.isLive {
-            decoded = try LiveSource(opening: item.source.open)
-        } else {
-            decoded = try item.source.open()
-            try decoded.prepare()
-        }
+        let decoded = try LiveSource.open(item.source.open)
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
         if state.encoder == nil { state.encoder = try makeEncoder(for: sourceFormat) }

@@ -15,9 +15,13 @@ public protocol ByteSource: AnyObject {
     /// For a source whose `read` can wait long (a network stream, a pipe): makes a waiting read
     /// return at once, from any thread. nil for sources that never wait long (files).
     var wakeReader: (@Sendable () -> Void)? { get }
+    /// Over a network: seeking works but reading the whole stream to index it is too costly
+    /// (a remote file's exact duration is not worth its download).
+    var isRemote: Bool { get }
 }
 
 extension ByteSource {
     public var streamTags: TrackTags? { nil }
     public var wakeReader: (@Sendable () -> Void)? { nil }
+    public var isRemote: Bool { false }
 }

@@ -65,6 +65,7 @@ final class ReplayingByteSource: ByteSource {
     var canSeek: Bool { source.canSeek }
     var streamTags: TrackTags? { source.streamTags }
     var wakeReader: (@Sendable () -> Void)? { source.wakeReader }
+    var isRemote: Bool { source.isRemote }
 
     /// Reads the stream's start: an ID3v2 tag (up to `maxTag` bytes of it) and `length` bytes after
     /// it, fewer when the stream ends sooner. Returns the part after the tag.

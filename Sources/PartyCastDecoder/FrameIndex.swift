@@ -1,7 +1,7 @@
 import PartyCastCore
 import PartyCastMP3Parser
 
-/// Where every audio frame of a local file starts, and its bit-reservoir figures: what exact seeking
+/// Where every audio frame of a file starts, and its bit-reservoir figures: what exact seeking
 /// and exact durations need. Built by one pass of the same parser playback uses.
 struct FrameIndex {
     var offsets: [Int64] = []
@@ -11,21 +11,37 @@ struct FrameIndex {
 
     var count: Int { offsets.count }
 
+    /// Whether it runs to the end of the stream: a remote file's index grows only as far as its
+    /// seeks have needed.
+    var isComplete = false
+
     static func scan(_ bytes: ByteSource) throws(PartyCastError) -> FrameIndex {
-        try bytes.seek(to: 0)
-        var parser = MP3Parser()
         var index = FrameIndex()
+        try index.extend(bytes, toCount: .max)
+        return index
+    }
+
+    /// Parses on from the end of the last indexed frame until `frames` frames are indexed or the
+    /// stream ends.
+    mutating func extend(_ bytes: ByteSource, toCount frames: Int) throws(PartyCastError) {
+        guard !isComplete, count < frames else { return }
+        try bytes.seek(to: endOffset)
+        var parser = MP3Parser(startOffset: endOffset)
         var finished = false
         while true {
             while let event = try parser.next() {
                 if case .frame(let frame) = event {
-                    index.offsets.append(frame.offset)
-                    index.mainDataBegin.append(frame.mainDataBegin)
-                    index.mainDataLength.append(frame.mainDataLength)
-                    index.endOffset = frame.offset + Int64(frame.bytes.count)
+                    offsets.append(frame.offset)
+                    mainDataBegin.append(frame.mainDataBegin)
+                    mainDataLength.append(frame.mainDataLength)
+                    endOffset = frame.offset + Int64(frame.bytes.count)
+                    if count >= frames { return }
                 }
             }
-            if finished { return index }
+            if finished {
+                isComplete = true
+                return
+            }
             let chunk = try bytes.read(maxBytes: 1 << 16)
             if chunk.isEmpty { parser.finish(); finished = true } else { parser.push(chunk) }
         }

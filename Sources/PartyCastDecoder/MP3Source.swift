@@ -58,7 +58,7 @@ public final class MP3Source: PCMSource {
     public var duration: Duration {
         if let end = trimEnd { return .exact(frames: end - trimStart) }
         if let frames = streamInfo?.frameCount { return .exact(frames: frames * samplesPerFrame - trimStart) }
-        if let index { return .exact(frames: index.count * samplesPerFrame - trimStart) }
+        if let index, index.isComplete { return .exact(frames: index.count * samplesPerFrame - trimStart) }
         // A stream of known length without a header: average bitrate so far, refined as it plays.
         guard let total = bytes.length, let first = firstAudioOffset, audioFramesSeen > 0 else { return .unknown }
         let bytesPerFrame = Double(audioBytesSeen) / Double(audioFramesSeen)
@@ -67,7 +67,8 @@ public final class MP3Source: PCMSource {
     }
 
     /// Parses the stream's start (tags, header, first frame) so format and duration are known
-    /// before playback; for local files without a frame count, scans every frame for the duration.
+    /// before playback; for local files without a frame count, scans every frame for the duration
+    /// (a remote file's is estimated instead, from the bitrate so far).
     public func prepare() throws(PartyCastError) {
         // The first frame's samples wait in `pending` for the first produce().
         while format == nil {
@@ -76,7 +77,7 @@ public final class MP3Source: PCMSource {
         guard format != nil else {
             throw PartyCastError(.notAudio, "no decodable MPEG audio found; is this really an MP3 file?")
         }
-        if streamInfo?.frameCount == nil, bytes.canSeek {
+        if streamInfo?.frameCount == nil, bytes.canSeek, !bytes.isRemote {
             index = try FrameIndex.scan(bytes)
             try bytes.seek(to: parser.bytesPushed)
         }
@@ -155,9 +156,16 @@ public final class MP3Source: PCMSource {
     /// reservoir and the synthesis filter history of the target frame, and drops the extra output.
     public func seek(toFrame frame: Int) throws(PartyCastError) {
         guard isSeekable else { throw PartyCastError(.invalidArgument, "this stream cannot seek") }
-        if index == nil { index = try FrameIndex.scan(bytes) }
-        guard let index, index.count > 0 else { return }
         let target = max(0, frame) + trimStart
+        if bytes.isRemote {
+            // Indexed only up to the target: the frames before it are all a seek needs.
+            var partial = index ?? FrameIndex()
+            try partial.extend(bytes, toCount: target / samplesPerFrame + 1)
+            index = partial
+        } else if index == nil {
+            index = try FrameIndex.scan(bytes)
+        }
+        guard let index, index.count > 0 else { return }
         let targetFrame = min(target / samplesPerFrame, index.count)
         let startFrame = index.prerollStart(for: targetFrame)
         let offset = startFrame < index.count ? index.offsets[startFrame] : index.endOffset

@@ -1,5 +1,6 @@
 import PartyCastCore
 import PartyCastDecoder
+import PartyCastHTTP
 import PartyCastSources
 
 /// A source named on the command line (or added from the remote), checked before anything goes
@@ -29,6 +30,8 @@ public struct SourceOptions: Sendable {
     public var rawPCM = RawPCMFormat.standard
     /// Pipes carry raw PCM even when their bytes look like an encoded format.
     public var pipesAreRaw = false
+    /// Where a network source tells of its reconnects, one line each.
+    public var onEvent: (@Sendable (String) -> Void)?
 
     public init() {}
 }
@@ -44,7 +47,7 @@ public protocol SourceKind: Sendable {
 /// A new kind of source is a `SourceKind` added to `kinds`.
 public enum SourceRegistry {
     /// Tried in order; files take whatever no other kind claims.
-    public static let kinds: [any SourceKind] = [ToneSourceKind(), PipeSourceKind(), FileSourceKind()]
+    public static let kinds: [any SourceKind] = [ToneSourceKind(), PipeSourceKind(), HTTPSourceKind(), FileSourceKind()]
 
     public static func resolve(_ spec: String, options: SourceOptions = SourceOptions()) throws(PartyCastError) -> ResolvedSource {
         for kind in kinds where kind.claims(spec) { return try kind.resolve(spec, options: options) }
@@ -52,7 +55,7 @@ public enum SourceRegistry {
     }
 
     /// One line for `--help`: the specs every kind takes.
-    public static let help = "an audio file (MP3, AAC, FLAC, Ogg Vorbis/Opus, WAV — recognised by its bytes), tone:FREQ[:SECONDS], - (standard input) or pipe:PATH (a FIFO)"
+    public static let help = "an audio file (MP3, AAC, FLAC, Ogg Vorbis/Opus, WAV — recognised by its bytes), an http(s):// station, playlist or file, tone:FREQ[:SECONDS], - (standard input) or pipe:PATH (a FIFO)"
 }
 
 /// `tone:FREQ[:SECONDS]`: a sine generator.
@@ -83,6 +86,19 @@ struct PipeSourceKind: SourceKind {
             if let path { bytes = try PipeByteSource(path: path) } else { bytes = try PipeByteSource() }
             if raw { return RawPCMSource(bytes: bytes, format: format) }
             return try DecoderRegistry.open(bytes) { unrecognised throws(PartyCastError) in RawPCMSource(bytes: unrecognised, format: format) }
+        }
+    }
+}
+
+/// An http(s):// station, playlist or remote file. Checked when it plays, not before: a station
+/// that is down now may be up by its turn. A station is live; a remote file of known length is not.
+struct HTTPSourceKind: SourceKind {
+    func claims(_ spec: String) -> Bool { HTTPByteSource.handles(spec) }
+
+    func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
+        let onEvent = options.onEvent
+        return ResolvedSource(spec: spec, label: spec, isLive: true) { () throws(PartyCastError) -> PCMSource in
+            try DecoderRegistry.open(HTTPByteSource(url: spec, onEvent: onEvent))
         }
     }
 }

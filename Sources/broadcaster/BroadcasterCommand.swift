@@ -94,10 +94,10 @@ struct Share: ParsableCommand {
         options.startInSeconds = startIn
         options.leadMilliseconds = buffer
         options.loop = loop
-        let playable = try playableSources(options: sourceOptions(), logger: logger)
+        let playable = try playableSources(options: sourceOptions(logger: logger), logger: logger)
         let partyKey = key.key
         let fanout = Fanout(logger: logger)
-        let sourceOptions = try self.sourceOptions()
+        let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
                                 fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try Self.source(spec: spec, options: sourceOptions) })
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
@@ -169,8 +169,9 @@ struct Share: ParsableCommand {
         return playable
     }
 
-    private func sourceOptions() throws(PartyCastError) -> SourceOptions {
+    private func sourceOptions(logger: Logger) throws(PartyCastError) -> SourceOptions {
         var options = SourceOptions()
+        options.onEvent = { logger.notice("\($0)") }
         if let pcmFormat {
             options.rawPCM = try RawPCMFormat(parsing: pcmFormat)
             options.pipesAreRaw = true

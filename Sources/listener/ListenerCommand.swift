@@ -58,6 +58,7 @@ struct Play: ParsableCommand {
         var options = PlayerOptions(startSeconds: start)
         options.statusIntervalSeconds = terminal ? 0.1 : nil
         var sourceOptions = SourceOptions()
+        sourceOptions.onEvent = { logger.notice("\($0)") }
         if let pcmFormat {
             do { sourceOptions.rawPCM = try RawPCMFormat(parsing: pcmFormat) } catch { throw ValidationError(error.message) }
             sourceOptions.pipesAreRaw = true
