@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastDSP
@@ -8,9 +9,6 @@ import PartyCastDSP
 final class LiveSource: PCMSource {
     /// Taken per `produce`: what the pacer needs for about one chunk.
     static let framesPerTake = 480
-    /// The reader pauses while this much is buffered beyond the target: a writer faster than real
-    /// time (`cat file |`) waits for the party instead of being dropped.
-    static let backpressureMilliseconds = 250
 
     private let shared: Shared
     private let reader: DedicatedThread
@@ -30,6 +28,8 @@ final class LiveSource: PCMSource {
             var skippedBytes: Int64 = 0
             var failure: PartyCastError?
             var stopping = false
+            /// Frames the reader holds until they fit under the buffer's limit; 0 while it reads.
+            var waitingToAppend = 0
         }
         let state: NIOLockedValueBox<State>
         let room = Wakeup()
@@ -59,7 +59,9 @@ final class LiveSource: PCMSource {
         let shared = Shared(.init(buffer: buffer, tags: handedOver.source.tags))
         self.shared = shared
         let wakeSource = handedOver.source.wakeProducer
-        let limit = buffer.targetFrames + format.sampleRate * Self.backpressureMilliseconds / 1000
+        // A writer faster than real time (`cat file |`), or a burst, waits for room rather than
+        // being dropped: the pipe or the socket holds the rest, as snapserver's pipes do.
+        let limit = buffer.targetFrames + buffer.slackFrames
         reader = DedicatedThread {
             let source = handedOver.source
             var block: [Float] = []
@@ -72,15 +74,26 @@ final class LiveSource: PCMSource {
                     shared.state.withLockedValue { $0.failure = error; $0.buffer.finish() }
                     return
                 }
-                let (stopping, full) = shared.state.withLockedValue { state in
-                    state.buffer.append(block)
-                    state.tags = source.tags
-                    state.skippedBytes = source.skippedBytes
-                    if !more { state.buffer.finish() }
-                    return (state.stopping, state.buffer.level > limit)
+                let frames = block.count / format.channels
+                while true {
+                    let (appended, stopping) = shared.state.withLockedValue { state in
+                        // A block larger than the limit goes in once the buffer is empty.
+                        guard state.stopping || state.buffer.level + frames <= limit || state.buffer.level == 0 else {
+                            state.waitingToAppend = frames
+                            return (false, false)
+                        }
+                        state.waitingToAppend = 0
+                        state.buffer.append(block)
+                        state.tags = source.tags
+                        state.skippedBytes = source.skippedBytes
+                        if !more { state.buffer.finish() }
+                        return (true, state.stopping)
+                    }
+                    if stopping { return }
+                    if appended { break }
+                    shared.room.wait()
                 }
-                if stopping || !more { return }
-                if full { shared.room.wait() }
+                if !more { return }
             }
         }
         stopReader = { [shared] in
@@ -100,9 +113,11 @@ final class LiveSource: PCMSource {
     func prepare() throws(PartyCastError) {}
 
     func produce(into output: inout [Float]) throws(PartyCastError) -> Bool {
+        let limit = shared.state.withLockedValue { $0.buffer.targetFrames + $0.buffer.slackFrames }
         let (more, failure, roomNow) = shared.state.withLockedValue { state in
             let more = state.buffer.take(frames: Self.framesPerTake, into: &output)
-            return (more, state.failure, state.buffer.level <= state.buffer.targetFrames)
+            let waiting = state.waitingToAppend
+            return (more, state.failure, waiting > 0 && state.buffer.level + waiting <= limit)
         }
         if roomNow { shared.room.signal() }
         if !more, let failure { throw failure }
@@ -113,8 +128,12 @@ final class LiveSource: PCMSource {
         throw PartyCastError(.invalidArgument, "a live source cannot seek")
     }
 
-    /// Stalls and drops so far, for the broadcaster's log.
-    var health: (stalls: Int, silentFrames: Int, droppedFrames: Int, correctionPPM: Int) {
-        shared.state.withLockedValue { ($0.buffer.stalls, $0.buffer.silentFrames, $0.buffer.droppedFrames, $0.buffer.correctionPPM) }
+    /// How the source kept time, for the broadcaster's log.
+    var healthSummary: String {
+        shared.state.withLockedValue { state in
+            let buffer = state.buffer, rate = Double(buffer.format.sampleRate)
+            return "\(buffer.stalls) stall(s), \(String(format: "%.2f", Double(buffer.silentFrames) / rate)) s of silence, "
+                + "\(String(format: "%.2f", Double(buffer.droppedFrames) / rate)) s dropped, clock correction \(buffer.correctionPPM) ppm"
+        }
     }
 }

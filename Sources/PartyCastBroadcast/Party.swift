@@ -440,6 +440,9 @@ public final class Party: PartyControl {
 
     /// The current item ended: on to the next (or the first again with `--loop`).
     private func advanceToNextItem() throws(PartyCastError) {
+        if let live = state.source as? LiveSource, let index = state.currentIndex {
+            logger.info("\(state.queue[index].source.label) ended: \(live.healthSummary)")
+        }
         state.source = nil
         sendEndOfStream()
         let next = (state.currentIndex ?? -1) + 1
