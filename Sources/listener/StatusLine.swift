@@ -8,7 +8,7 @@ import PartyCastPlayer
 enum StatusLine {
     static func draw(_ s: PlayerStatus) {
         var parts: [String] = []
-        let who = [s.tags.title, s.tags.artist].compactMap { $0 }.joined(separator: " — ")
+        let who = [s.tags.title ?? s.tags.station, s.tags.artist].compactMap { $0 }.joined(separator: " — ")
         if !who.isEmpty { parts.append("♪ \(who)") }
         let elapsed = clockText(s.positionSeconds)
         switch (s.duration, s.durationSeconds) {
@@ -17,7 +17,8 @@ enum StatusLine {
         case (.estimated, let total?):
             parts.append("\(elapsed) / ~\(clockText(total)) (estimate) \(bar(s.positionSeconds / max(total, 0.001)))")
         default:
-            parts.append(elapsed)
+            // No length to show: a station, a pipe, a live party.
+            parts.append("\(elapsed) (live)")
         }
         parts.append("buffer \(Int(s.bufferFill * 100))%")
         if let sync = s.syncErrorMicroseconds { parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs") }
