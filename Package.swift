@@ -80,8 +80,8 @@ let package = Package(
         .target(name: "PartyCastWire", dependencies: [
             .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
         ]),
-        // Opus and PCM packet encoders/decoders.
-        .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "COpus"]),
+        // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
+        .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "COpus"]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.

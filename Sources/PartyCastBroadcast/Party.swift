@@ -10,7 +10,7 @@ import Synchronization
 
 public struct BroadcastOptions: Sendable {
     public var name: String
-    public var codec: Codec = .opus
+    public var codec: any WireCodec = WireCodecs.all[0]
     public var bitrateKbps = 128
     /// Playback starts this long after launch: listeners that join meanwhile start at sample 0.
     public var startInSeconds = 1.0
@@ -825,10 +825,7 @@ public final class Party: PartyControl {
     }
 
     private func makeEncoder(for format: AudioFormat) throws(PartyCastError) -> AudioEncoder {
-        switch options.codec {
-        case .opus: return try OpusEncoder(channels: min(format.channels, 2), bitrateKbps: options.bitrateKbps)
-        case .pcm: return PCMEncoder(format: format)
-        }
+        try options.codec.makeEncoder(for: format, bitrateKbps: options.bitrateKbps)
     }
 
     private func sendEndOfStream() {
@@ -841,7 +838,7 @@ public final class Party: PartyControl {
 
     private func streamFormat(_ encoder: AudioEncoder, total: Int?) -> PCEnvelope {
         var format = PCStreamFormat()
-        format.codec = options.codec == .opus ? .opus : .pcmF32Le
+        format.codec = options.codec.kind
         format.sampleRate = UInt32(encoder.format.sampleRate)
         format.channels = UInt32(encoder.format.channels)
         format.framesPerChunk = UInt32(encoder.framesPerPacket)

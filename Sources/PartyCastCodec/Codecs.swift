@@ -1,14 +1,6 @@
 import COpus
 import PartyCastCore
 
-/// How the broadcaster encodes the stream once for every listener.
-public enum Codec: String, Sendable, CaseIterable {
-    /// Opus at 48 kHz in 20 ms packets: small, and good enough for a party.
-    case opus
-    /// Float32 little-endian at the source's rate: lossless, ~2.8 Mbit/s for CD audio.
-    case pcm
-}
-
 /// Turns fixed-size blocks of interleaved Float32 into packets.
 public protocol AudioEncoder: AnyObject {
     var format: AudioFormat { get }

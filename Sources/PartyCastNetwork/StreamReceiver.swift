@@ -13,11 +13,16 @@ struct StreamReceiver {
     /// A stream format the listener can play, as announced.
     struct Spec: Equatable, CustomStringConvertible {
         var codec: PCCodecKind
+        var wire: any WireCodec
         var format: AudioFormat
         var framesPerChunk: Int
         var preSkip: Int
 
         var description: String { "\(codec) \(format), \(framesPerChunk) frames per chunk" }
+
+        static func == (a: Spec, b: Spec) -> Bool {
+            a.codec == b.codec && a.format == b.format && a.framesPerChunk == b.framesPerChunk && a.preSkip == b.preSkip
+        }
 
         /// Whether a chunk of `other` can follow one of `self` through the same decoder and ring.
         func continues(_ other: Spec) -> Bool {
@@ -188,8 +193,7 @@ struct StreamReceiver {
         }
         guard decoder == nil else { return .continues }
         do {
-            decoder = candidate.codec == .opus
-                ? try OpusDecoder(channels: candidate.format.channels) : PCMDecoder(channels: candidate.format.channels)
+            decoder = try candidate.wire.makeDecoder(channels: candidate.format.channels)
         } catch {
             return .violation(error.message)
         }
@@ -202,27 +206,13 @@ struct StreamReceiver {
     static func validate(_ announced: PCStreamFormat) -> Result<Spec, PlayabilityError> {
         let rate = Int(announced.sampleRate), channels = Int(announced.channels), frames = Int(announced.framesPerChunk)
         let preSkip = Int(announced.preSkip)
-        switch announced.codec {
-        case .opus:
-            // Opus decodes at 48 kHz in packets of 2.5 ms multiples up to 120 ms.
-            guard rate == 48000 else { return .failure(.init("Opus at \(rate) Hz (it decodes at 48000)")) }
-            guard (1...2).contains(channels) else { return .failure(.init("Opus with \(channels) channels")) }
-            guard (120...Int(OpusDecoder.maximumFrames)).contains(frames), frames % 120 == 0 else {
-                return .failure(.init("Opus chunks of \(frames) frames"))
-            }
-        case .pcmF32Le:
-            guard (8000...384_000).contains(rate) else { return .failure(.init("PCM at \(rate) Hz")) }
-            guard (1...8).contains(channels) else { return .failure(.init("PCM with \(channels) channels")) }
-            // A chunk must fit in one message.
-            guard frames >= 1, frames * channels * 4 <= WireFraming.maxMessageBytes else {
-                return .failure(.init("PCM chunks of \(frames) frames"))
-            }
-        default:
+        guard let wire = WireCodecs.carrying(announced.codec) else {
             return .failure(.init("the codec \(announced.codec) (upgrade the listener if the broadcaster is newer)"))
         }
+        if let why = wire.refusal(sampleRate: rate, channels: channels, framesPerChunk: frames) { return .failure(.init(why)) }
         // Pre-skip is the codec's start-up delay: a few ms, never a second.
         guard preSkip <= rate else { return .failure(.init("a pre-skip of \(preSkip) frames")) }
-        return .success(Spec(codec: announced.codec, format: AudioFormat(sampleRate: rate, channels: channels),
+        return .success(Spec(codec: announced.codec, wire: wire, format: AudioFormat(sampleRate: rate, channels: channels),
                              framesPerChunk: frames, preSkip: preSkip))
     }
 
@@ -244,14 +234,13 @@ struct StreamReceiver {
         let channels = spec.format.channels
         scratch.removeAll(keepingCapacity: true)
         // Every chunk stands for exactly frameCount frames, whatever its payload decodes to, so the
-        // timeline never slips: a short or undecodable payload is made up by concealment. A PCM
-        // payload is always a whole chunk (the last one padded): any other size is not one.
-        let whole = spec.codec != .pcmF32Le || chunk.payload.count == spec.framesPerChunk * channels * 4
+        // timeline never slips: a short or undecodable payload is made up by concealment.
+        let whole = spec.wire.couldBeChunk(payloadBytes: chunk.payload.count, framesPerChunk: spec.framesPerChunk, channels: channels)
         let decoded = whole ? (try? decoder.decode(chunk.payload, into: &scratch)) ?? -1 : -1
         if decoded < frameCount {
             concealedChunks += 1
             scratch.removeAll(keepingCapacity: true)
-            decoder.conceal(frames: spec.codec == .opus ? spec.framesPerChunk : frameCount, into: &scratch)
+            decoder.conceal(frames: spec.wire.framesToConceal(framesPerChunk: spec.framesPerChunk, frameCount: frameCount), into: &scratch)
         }
         var keep = min(frameCount, scratch.count / channels)
         var from = 0

@@ -23,8 +23,6 @@ struct BroadcasterCLI: AsyncParsableCommand {
         subcommands: [Share.self, Ctl.self])
 }
 
-extension Codec: ExpressibleByArgument {}
-
 struct Share: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode the sources in order, encode once, and stream to every listener that joins.")
@@ -45,7 +43,7 @@ struct Share: ParsableCommand {
     var controlPort: Int?
 
     @Option(help: "opus (48 kHz, 20 ms packets) or pcm (lossless Float32 at the first source's rate).")
-    var codec: Codec = .opus
+    var codec = "opus"
 
     @Option(help: "Opus bitrate in kbit/s.")
     var bitrate = 128
@@ -70,6 +68,9 @@ struct Share: ParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        guard WireCodecs.named(codec) != nil else {
+            throw ValidationError("--codec \(codec): choose \(WireCodecs.all.map(\.name).joined(separator: " or "))")
+        }
         guard !sources.isEmpty else { throw ValidationError("give at least one source") }
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
         // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
@@ -89,7 +90,7 @@ struct Share: ParsableCommand {
     private func share(logger: Logger) throws(PartyCastError) {
         let host = localHostName()
         var options = BroadcastOptions(name: name ?? "PartyCast on \(host)")
-        options.codec = codec
+        options.codec = WireCodecs.named(codec)!
         options.bitrateKbps = bitrate
         options.startInSeconds = startIn
         options.leadMilliseconds = buffer
@@ -106,7 +107,7 @@ struct Share: ParsableCommand {
         let remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
         defer { remote.shutdown() }
         var publisher: ServicePublisher?
-        let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec.rawValue, "id": String(party.sessionID, radix: 16)]
+        let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
             .merging(["control": "\(remote.port)"]) { $1 }
         if !noMDNS {
@@ -119,7 +120,7 @@ struct Share: ParsableCommand {
             }
         }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
-        logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(codec == .opus ? "opus \(bitrate) kbit/s" : "pcm")\(access))")
+        logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
         logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout,
