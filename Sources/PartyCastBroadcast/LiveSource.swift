@@ -37,16 +37,46 @@ final class LiveSource: PCMSource {
     }
 
     /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
-    /// station) comes wrapped, to be read on a thread of its own.
-    static func open(_ open: () throws(PartyCastError) -> PCMSource) throws(PartyCastError) -> PCMSource {
-        let source = try open()
-        try source.prepare()
-        guard source.duration == .unknown, !source.isSeekable else { return source }
-        guard let format = source.format else { throw PartyCastError(.notAudio, "no audio") }
-        return LiveSource(taking: HandedOver(source), format: format)
+    /// station) comes wrapped, to be read on a thread of its own. A source that may be live is
+    /// opened on a thread of its own too: a FIFO with no writer yet, or a station slow to answer,
+    /// waits there while the pacer stays within reach of `stop` (it waits on `wakeup`, and gives up
+    /// with an error once `stopping` says so; the opening thread is then left to the process's end).
+    static func open(_ source: PartySource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
+        let opened: HandedOver
+        if source.isLive {
+            let result = NIOLockedValueBox<Result<HandedOver, PartyCastError>?>(nil)
+            let opener = DedicatedThread { [open = source.open] in
+                let outcome: Result<HandedOver, PartyCastError>
+                do throws(PartyCastError) {
+                    let source = try open()
+                    try source.prepare()
+                    outcome = .success(HandedOver(source))
+                } catch {
+                    outcome = .failure(error)
+                }
+                result.withLockedValue { $0 = outcome }
+                wakeup.signal()
+            }
+            while true {
+                if let outcome = result.withLockedValue({ $0 }) {
+                    opener.join()
+                    opened = try outcome.get()
+                    break
+                }
+                if stopping() { throw PartyCastError(.io, "stopped before it played") }
+                wakeup.wait()
+            }
+        } else {
+            let plain = try source.open()
+            try plain.prepare()
+            opened = HandedOver(plain)
+        }
+        guard opened.source.duration == .unknown, !opened.source.isSeekable else { return opened.source }
+        guard let format = opened.source.format else { throw PartyCastError(.notAudio, "no audio") }
+        return LiveSource(taking: opened, format: format)
     }
 
-    // @unchecked: a source handed to the reader thread whole; the thread that opened it keeps no reference.
+    // @unchecked: a source handed from one thread to another whole; the thread that gives it keeps no reference.
     private final class HandedOver: @unchecked Sendable {
         let source: PCMSource
         init(_ source: PCMSource) { self.source = source }

@@ -309,6 +309,7 @@ public final class Party: PartyControl {
         publishState()
         // Every source failed: the broadcast has nothing to play, and the reason is the last one.
         guard try openFirstPlayable(from: 0) else {
+            if stopRequested.load(ordering: .acquiring) { return false }
             throw state.queue.last?.failure ?? PartyCastError(.notAudio, "nothing to play")
         }
         updateGreeting()
@@ -430,6 +431,7 @@ public final class Party: PartyControl {
                 try open(index: index, atSongFrame: 0, position: state.timelineFrames + UInt64(state.pending.count / max(1, state.encoder?.format.channels ?? 2)))
                 return true
             } catch {
+                if stopRequested.load(ordering: .acquiring) { return false }
                 logger.warning("skipping \(state.queue[index].source.label): \(error.message)")
                 state.queue[index].failure = error
                 index += 1
@@ -456,7 +458,7 @@ public final class Party: PartyControl {
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.
     private func open(index: Int, atSongFrame songFrame: Int, position: UInt64) throws(PartyCastError) {
         let item = state.queue[index]
-        let decoded = try LiveSource.open(item.source.open)
+        let decoded = try LiveSource.open(item.source, wakeup: wakeup) { stopRequested.load(ordering: .acquiring) }
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
         if state.encoder == nil { state.encoder = try makeEncoder(for: sourceFormat) }
