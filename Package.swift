@@ -40,6 +40,10 @@ let package = Package(
         systemLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
         systemLibrary("CAvahi", pkgConfig: "avahi-client", apt: "libavahi-client-dev"),
         systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
+        systemLibrary("CFAAD2", pkgConfig: "faad2", apt: "libfaad-dev"),
+        systemLibrary("CFLAC", pkgConfig: "flac", apt: "libflac-dev"),
+        systemLibrary("CVorbisFile", pkgConfig: "vorbisfile", apt: "libvorbis-dev"),
+        systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
 
         // Errors, formats, clocks and the one place syscalls go through.
         // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
@@ -49,8 +53,11 @@ let package = Package(
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
-        // Frames → Float32 PCM through libmpg123; resampling and channel mapping.
-        .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123", "CSpeexDSP"]),
+        // Streams → Float32 PCM: MP3 through libmpg123, AAC (ADTS) through libfaad2, FLAC through libFLAC,
+        // Ogg Vorbis and Opus through vorbisfile and opusfile, WAV in Swift; resampling and channel mapping.
+        .target(name: "PartyCastDecoder", dependencies: [
+            "PartyCastCore", "PartyCastMP3Parser", "CMPG123", "CSpeexDSP", "CFAAD2", "CFLAC", "CVorbisFile", "COpusFile",
+        ]),
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
@@ -141,6 +148,8 @@ let package = Package(
         .testTarget(name: "PartyCastRingTests", dependencies: ["PartyCastRing", "PartyCastOutput"]),
         .testTarget(name: "PartyCastPlayerTests", dependencies: ["PartyCastPlayer", "PartyCastOutput", "PartyCastSources", "PartyCastDecoder", "PartyCastTestSupport"]),
         .testTarget(name: "ListenerTests", dependencies: ["PartyCastTestSupport"]),
+        // Each decoder against Debian's reference decoder for its format, sniffing, seeking and hostile input.
+        .testTarget(name: "DecoderTests", dependencies: ["PartyCastDecoder", "PartyCastSources", "PartyCastCore", "PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
