@@ -58,6 +58,9 @@ flac --silent -f -o mono24.flac "$tmp/mono48-24.wav"
 oggenc -Q -q 5 -t "$tag_title" -a "$tag_artist" -l "$tag_album" -o tone.ogg "$tmp/music16.wav"
 opusenc --quiet --bitrate 128 --title "$tag_title" --artist "$tag_artist" --album "$tag_album" "$tmp/music16.wav" tone.opus
 ffmpeg -nostdin -v error -y -i "$tmp/music16.wav" -c:a aac -b:a 160k -f adts tone.aac            # AAC-LC, 44.1 kHz stereo
+# Without noise substitution (PNS draws on a random generator that runs through the whole stream,
+# so only a decode from the start reproduces it): what exact seeking and resyncing are judged on.
+ffmpeg -nostdin -v error -y -i "$tmp/music16.wav" -c:a aac -b:a 160k -aac_pns 0 -f adts nopns.aac
 ffmpeg -nostdin -v error -y -i "$tmp/mono22.wav" -c:a aac -b:a 48k -f adts mono22.aac             # libfaad2 doubles ≤ 24 kHz
 ffmpeg -nostdin -v error -y -i "$tmp/stereo24.wav" -c:a aac -b:a 64k -metadata title="$tag_title" \
   -metadata artist="$tag_artist" -metadata album="$tag_album" -f adts -write_id3v2 1 id3.aac      # ID3v2 before ADTS
@@ -92,7 +95,7 @@ python3 <<'PY'
 import random, struct, zlib
 r = random.Random(13)
 def rand(n): return bytes(r.getrandbits(8) for _ in range(n))
-aac = open("tone.aac", "rb").read()
+aac = open("nopns.aac", "rb").read()
 # 5000 bytes of junk with fake ADTS sync words, spliced mid-frame at a third of the stream.
 junk = bytearray(rand(5000))
 for i in range(0, 5000, 89): junk[i:i + 2] = b"\xff\xf1"

@@ -212,24 +212,18 @@ public final class AACSource: PCMSource {
 extension AACSource: SniffedDecoder {
     public static var formatName: String { "AAC (ADTS)" }
 
-    /// Three ADTS frames back to back, the first anywhere in `head` (a live stream may start
-    /// mid-frame); fewer only when `head` ends where the next header would be. MP3 (layer bits
-    /// not 00) never matches.
+    /// Three ADTS frames back to back from the first byte; fewer only when `head` ends where the
+    /// next header would be. MP3 (layer bits not 00) never matches.
     public static func recognises(_ head: ArraySlice<UInt8>) -> Bool {
-        var candidate = head.startIndex
-        while let sync = head[candidate...].firstIndex(of: 0xFF) {
-            var p = sync
-            var frames = 0
-            var previous: ADTSHeader?
-            while frames < 3, let header = ADTSHeader(head, at: p), previous.map(header.continues) ?? true {
-                previous = header
-                frames += 1
-                p += header.frameLength
-            }
-            if frames == 3 || frames > 0 && p + 7 > head.endIndex { return true }
-            candidate = sync + 1
+        var p = head.startIndex
+        var frames = 0
+        var previous: ADTSHeader?
+        while frames < 3, let header = ADTSHeader(head, at: p), previous.map(header.continues) ?? true {
+            previous = header
+            frames += 1
+            p += header.frameLength
         }
-        return false
+        return frames == 3 || frames > 0 && p + 7 > head.endIndex
     }
 
     public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { AACSource(bytes: bytes) }
