@@ -41,6 +41,10 @@ let package = Package(
         systemLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
         systemLibrary("CAvahi", pkgConfig: "avahi-client", apt: "libavahi-client-dev"),
         systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
+        systemLibrary("CFAAD2", pkgConfig: "faad2", apt: "libfaad-dev"),
+        systemLibrary("CFLAC", pkgConfig: "flac", apt: "libflac-dev"),
+        systemLibrary("CVorbisFile", pkgConfig: "vorbisfile", apt: "libvorbis-dev"),
+        systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
 
         // Errors, formats, clocks and the one place syscalls go through.
         // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
@@ -58,8 +62,12 @@ let package = Package(
         ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
-        // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry).
-        .target(name: "PartyCastDecoder", dependencies: ["PartyCastCore", "PartyCastMP3Parser", "CMPG123"]),
+        // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry):
+        // MP3 through libmpg123, AAC (ADTS) through libfaad2, FLAC through libFLAC, Ogg Vorbis and Opus
+        // through vorbisfile and opusfile, WAV and raw PCM in Swift.
+        .target(name: "PartyCastDecoder", dependencies: [
+            "PartyCastCore", "PartyCastMP3Parser", "CMPG123", "CFAAD2", "CFLAC", "CVorbisFile", "COpusFile",
+        ]),
         // Every source a spec names (files by content, URLs, tones, pipes), for both programs: SourceRegistry.
         .target(name: "PartyCastSourceRegistry", dependencies: ["PartyCastCore", "PartyCastSources", "PartyCastDecoder", "PartyCastHTTP"]),
         // DSP on PCM, whatever decoded it: resampling (libspeexdsp) and channel mapping.
@@ -160,6 +168,8 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ], exclude: ["servers"]),
+        // Each decoder against Debian's reference decoder for its format, sniffing, seeking and hostile input.
+        .testTarget(name: "DecoderTests", dependencies: ["PartyCastDecoder", "PartyCastSources", "PartyCastCore", "PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
         .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
         .testTarget(name: "PartyCastClockTests", dependencies: [

@@ -2,7 +2,7 @@ import PartyCastCore
 import PartyCastMP3Parser
 
 /// A stream format PartyCast decodes: recognised by its first bytes, never by a name.
-public protocol SniffedDecoder {
+public protocol SniffedDecoder: SendableMetatype {
     /// What a person calls it ("FLAC"), for messages.
     static var formatName: String { get }
     /// Whether the stream starts as this format does. `head` is the stream's first bytes after any
@@ -22,7 +22,10 @@ public enum DecoderRegistry {
 
     /// In the order they are tried: containers with a magic number first, MP3 (which searches for
     /// a frame sync through any garbage) last.
-    public static let decoders: [any SniffedDecoder.Type] = [MP3Source.self]
+    /// AAC before MP3: its check (three ADTS frames in a row, layer bits 00) never takes an MP3.
+    public static let decoders: [any SniffedDecoder.Type] = [
+        FLACSource.self, VorbisSource.self, OpusSource.self, WAVSource.self, AACSource.self, MP3Source.self,
+    ]
 
     /// - Parameter unrecognised: what bytes of no known format are taken for (raw PCM from a pipe);
     ///   nil to refuse them with a line saying what they look like.

@@ -1,0 +1,4 @@
+#ifndef PARTYCAST_COPUSFILE_SHIM_H
+#define PARTYCAST_COPUSFILE_SHIM_H
+#include <opusfile.h>
+#endif
