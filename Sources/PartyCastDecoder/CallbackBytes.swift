@@ -99,4 +99,12 @@ enum VorbisComments {
         }
         return tags
     }
+
+    /// The same, from the arrays libvorbis and libopusfile keep them in (`user_comments`, `comment_lengths`).
+    static func tags(count: Int32, texts: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, lengths: UnsafeMutablePointer<Int32>?) -> TrackTags {
+        tags(count: Int(count)) { i in
+            guard let text = texts?[i], let length = lengths?[i], length >= 0 else { return nil }
+            return UnsafeRawBufferPointer(start: text, count: Int(length))
+        }
+    }
 }

@@ -64,10 +64,7 @@ public final class OpusSource: PCMSource {
             if total >= 0 { duration = .exact(frames: Int(total)) }
         }
         if let comments = op_tags(opened, -1)?.pointee {
-            tags = VorbisComments.tags(count: Int(comments.comments)) { i in
-                guard let text = comments.user_comments?[i], let length = comments.comment_lengths?[i], length >= 0 else { return nil }
-                return UnsafeRawBufferPointer(start: text, count: Int(length))
-            }
+            tags = VorbisComments.tags(count: comments.comments, texts: comments.user_comments, lengths: comments.comment_lengths)
         }
     }
 

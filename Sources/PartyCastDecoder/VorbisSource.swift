@@ -60,10 +60,7 @@ public final class VorbisSource: PCMSource {
             if total >= 0 { duration = .exact(frames: Int(total)) }
         }
         if let comment = ov_comment(file, -1)?.pointee {
-            tags = VorbisComments.tags(count: Int(comment.comments)) { i in
-                guard let text = comment.user_comments?[i], let length = comment.comment_lengths?[i], length >= 0 else { return nil }
-                return UnsafeRawBufferPointer(start: text, count: Int(length))
-            }
+            tags = VorbisComments.tags(count: comment.comments, texts: comment.user_comments, lengths: comment.comment_lengths)
         }
     }
 

@@ -40,6 +40,16 @@ public final class WAVSource: PCMSource {
 
     public init(bytes: ByteSource) { self.bytes = bytes }
 
+    /// Headerless PCM in a layout given from outside (raw PCM from a pipe): the same samples as a
+    /// WAV file's data chunk, read until the stream ends.
+    public init(bytes: ByteSource, raw layout: RawPCMFormat) {
+        self.bytes = bytes
+        encoding = layout.bitsPerSample == 24 ? .signed24 : layout.bitsPerSample == 32 ? .signed32 : .signed16
+        blockAlign = layout.bytesPerFrame
+        format = AudioFormat(sampleRate: layout.sampleRate, channels: layout.channels)
+        isPrepared = true
+    }
+
     // MARK: Header
 
     public func prepare() throws(PartyCastError) {

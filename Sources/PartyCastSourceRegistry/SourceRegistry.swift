@@ -84,8 +84,8 @@ struct PipeSourceKind: SourceKind {
         return ResolvedSource(spec: spec, label: path ?? "standard input", isLive: true) { () throws(PartyCastError) -> PCMSource in
             let bytes: PipeByteSource
             if let path { bytes = try PipeByteSource(path: path) } else { bytes = try PipeByteSource() }
-            if raw { return RawPCMSource(bytes: bytes, format: format) }
-            return try DecoderRegistry.open(bytes) { unrecognised throws(PartyCastError) in RawPCMSource(bytes: unrecognised, format: format) }
+            if raw { return WAVSource(bytes: bytes, raw: format) }
+            return try DecoderRegistry.open(bytes) { unrecognised throws(PartyCastError) in WAVSource(bytes: unrecognised, raw: format) }
         }
     }
 }
