@@ -78,7 +78,7 @@ struct PipeSourceKind: SourceKind {
         let path = spec == "-" ? nil : String(spec.dropFirst(5))
         if let path {
             guard !path.isEmpty else { throw PartyCastError(.invalidArgument, "pipe: needs a path, e.g. pipe:/tmp/snapfifo") }
-            _ = try PipeByteSource(path: path)
+            try PipeByteSource.check(path: path)
         }
         let format = options.rawPCM, raw = options.pipesAreRaw
         return ResolvedSource(spec: spec, label: path ?? "standard input", isLive: true) { () throws(PartyCastError) -> PCMSource in

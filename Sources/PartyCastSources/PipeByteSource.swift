@@ -24,6 +24,18 @@ public final class PipeByteSource: ByteSource {
         wake = try Self.makeWakePipe()
     }
 
+    /// Says whether `path` can be opened as a pipe, without opening it: opening and closing a FIFO
+    /// to look would be a reader leaving under a writer that already came (its next write fails).
+    public static func check(path: String) throws(PartyCastError) {
+        var info = stat()
+        if stat(path, &info) != 0 {
+            throw errno == ENOENT ? PartyCastError(.fileNotFound, "pipe:\(path): no such FIFO; create it with mkfifo \(path)")
+                : PartyCastError(.io, "pipe:\(path): cannot look at it (errno \(errno))")
+        }
+        if info.st_mode & S_IFMT == S_IFDIR { throw PartyCastError(.isDirectory, "pipe:\(path) is a directory; give a FIFO's path") }
+        if access(path, R_OK) != 0 { throw PartyCastError(.permissionDenied, "pipe:\(path): permission denied") }
+    }
+
     /// A FIFO (or any readable file descriptor a path names). Opening a FIFO waits for its writer,
     /// so it is opened without blocking and the first read waits instead, where it can be woken.
     public init(path: String) throws(PartyCastError) {
