@@ -5,13 +5,16 @@ import PartyCastDSP
 
 /// A live source (a pipe, a station) on the party's timeline: a thread of its own reads it as it
 /// delivers, and the pacer takes fixed chunks from a `LiveBuffer` without ever waiting for it — a
-/// stall is silence on the timeline, a backlog is dropped, clock drift is resampled away.
+/// stall is silence on the timeline, a source ahead of real time waits for room, clock drift is
+/// read away.
 final class LiveSource: PCMSource {
     /// Taken per `produce`: what the pacer needs for about one chunk.
     static let framesPerTake = 480
 
     private let shared: Shared
     private let reader: DedicatedThread
+    /// The most the buffer holds: the reader waits for room beyond it.
+    private let limit: Int
     let format: AudioFormat?
     var tags: TrackTags { shared.state.withLockedValue { $0.tags } }
     var duration: Duration { .unknown }
@@ -92,6 +95,7 @@ final class LiveSource: PCMSource {
         // A writer faster than real time (`cat file |`), or a burst, waits for room rather than
         // being dropped: the pipe or the socket holds the rest, as snapserver's pipes do.
         let limit = buffer.targetFrames + buffer.slackFrames
+        self.limit = limit
         reader = DedicatedThread {
             let source = handedOver.source
             var block: [Float] = []
@@ -143,7 +147,7 @@ final class LiveSource: PCMSource {
     func prepare() throws(PartyCastError) {}
 
     func produce(into output: inout [Float]) throws(PartyCastError) -> Bool {
-        let limit = shared.state.withLockedValue { $0.buffer.targetFrames + $0.buffer.slackFrames }
+        let limit = self.limit
         let (more, failure, roomNow) = shared.state.withLockedValue { state in
             let more = state.buffer.take(frames: Self.framesPerTake, into: &output)
             let waiting = state.waitingToAppend

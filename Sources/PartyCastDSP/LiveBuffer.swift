@@ -6,8 +6,8 @@ import PartyCastCore
 /// The buffer between them is held near `targetFrames`:
 /// - a stall (nothing buffered) puts silence on the timeline, and play resumes once the buffer is
 ///   back at its target, so a stall costs a gap, never an ever later party;
-/// - a backlog (a burst after a stall, a source delivering faster than real time) beyond
-///   `targetFrames + slackFrames` is dropped, back to the target;
+/// - more than `targetFrames + slackFrames` is never kept: what goes beyond is dropped, back to the
+///   target (its user waits for room before appending, so only a block larger than that is cut);
 /// - a source whose clock runs slightly fast or slow is absorbed by reading it slightly faster or
 ///   slower (windowed-sinc interpolation between its samples; bit for bit while no correction is
 ///   needed). The rate follows the buffer's smoothed level (a proportional controller, at most
