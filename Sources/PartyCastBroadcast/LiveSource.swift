@@ -93,7 +93,11 @@ final class LiveSource: PCMSource {
         self.shared = shared
         let wakeSource = handedOver.source.wakeProducer
         // A writer faster than real time (`cat file |`), or a burst, waits for room rather than
-        // being dropped: the pipe or the socket holds the rest, as snapserver's pipes do.
+        // being dropped: the pipe holds the rest, as snapserver's pipes do. Not a station: it sends
+        // in real time, so what waited in the socket (all it sent before the party started, a
+        // burst on connect) would stay a delay for good, its titles heard seconds late; the
+        // LiveBuffer drops that backlog instead.
+        let waitsForRoom = !handedOver.source.isRemote
         let limit = buffer.targetFrames + buffer.slackFrames
         self.limit = limit
         reader = DedicatedThread {
@@ -112,7 +116,7 @@ final class LiveSource: PCMSource {
                 while true {
                     let (appended, stopping) = shared.state.withLockedValue { state in
                         // A block larger than the limit goes in once the buffer is empty.
-                        guard state.stopping || state.buffer.level + frames <= limit || state.buffer.level == 0 else {
+                        guard !waitsForRoom || state.stopping || state.buffer.level + frames <= limit || state.buffer.level == 0 else {
                             state.waitingToAppend = frames
                             return (false, false)
                         }

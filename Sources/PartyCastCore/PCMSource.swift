@@ -22,6 +22,8 @@ public protocol PCMSource: AnyObject {
     /// For a source whose `produce` can wait indefinitely for data (a broadcast): makes a waiting
     /// `produce` return at once, from any thread. nil for sources that never wait long (files).
     var wakeProducer: (@Sendable () -> Void)? { get }
+    /// Whether a server paces it (a station): what it sent ahead is delay, not audio to keep.
+    var isRemote: Bool { get }
 }
 
 /// How long a source is, and how sure we are.
@@ -45,4 +47,5 @@ extension PCMSource {
     public var concealedPackets: Int { 0 }
     public var cover: CoverArt? { nil }
     public var wakeProducer: (@Sendable () -> Void)? { nil }
+    public var isRemote: Bool { false }
 }

@@ -154,6 +154,7 @@ final class LiveStreamSource: PCMSource {
     var concealedPackets: Int { decoded.concealedPackets }
     var cover: CoverArt? { decoded.cover }
     var wakeProducer: (@Sendable () -> Void)? { decoded.wakeProducer ?? transport.wakeReader }
+    var isRemote: Bool { transport.isRemote }
     func prepare() throws(PartyCastError) { try decoded.prepare() }
     func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool { try decoded.produce(into: &buffer) }
     func seek(toFrame frame: Int) throws(PartyCastError) { try decoded.seek(toFrame: frame) }

@@ -346,12 +346,17 @@ public final class Player: Sendable {
                 }
                 let tags = timed?.tags(atFrame: renderer.playingStreamFrame) ?? source.tags
                 let (duration, skipped, concealed) = (source.duration, source.skippedBytes, source.concealedPackets)
-                shared.withLockedValue { s in
+                let retitled = shared.withLockedValue { s in
                     s.status.duration = duration
                     s.status.skippedBytes = skipped
                     s.status.concealedPackets = concealed
+                    guard s.status.tags != tags else { return false }
                     s.status.tags = tags
+                    // A new title heard is news now, not at the next status report (up to a second on).
+                    s.unreported.append(s.status)
+                    return true
                 }
+                if retitled { wakeup.signal() }
             }
             if written < pending.count {
                 // Nothing is written while a cut is under way: it would be cut too.

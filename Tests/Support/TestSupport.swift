@@ -48,7 +48,9 @@ public final class BackgroundProcess {
 
     public var pid: Int32 { process.processIdentifier }
     public var isRunning: Bool { process.isRunning }
-    public var stderr: String { String(decoding: FileManager.default.contents(atPath: base + ".err") ?? Data(), as: UTF8.self) }
+    public var stderr: String { String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self) }
+    /// The file its stderr goes to (removed once it has been waited for).
+    public var stderrPath: String { base + ".err" }
 
     /// Waits until its stderr contains `text`; false if it exits or `timeout` passes first.
     public func waitForStderr(_ text: String, timeout: TimeInterval) -> Bool {
