@@ -20,7 +20,9 @@ public final class HTTPByteSource: ByteSource {
         /// A dropped stream that has not come back after this long is given up.
         public var giveUpAfter: Swift.Duration = .seconds(60)
         public var firstBackoff: Swift.Duration = .milliseconds(500)
-        public var maxBackoff: Swift.Duration = .seconds(8)
+        /// Short enough that a station back from an outage of any length is heard within the 5 s a
+        /// party tolerates (the wait, then about a second to buffer); one attempt per 2 s costs nothing.
+        public var maxBackoff: Swift.Duration = .seconds(2)
         public init() {}
     }
 
