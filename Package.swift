@@ -89,7 +89,7 @@ let package = Package(
             .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
-        .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "COpus"]),
+        .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
@@ -171,7 +171,9 @@ let package = Package(
         // Each decoder against Debian's reference decoder for its format, sniffing, seeking and hostile input.
         .testTarget(name: "DecoderTests", dependencies: ["PartyCastDecoder", "PartyCastSources", "PartyCastCore", "PartyCastTestSupport"]),
         .testTarget(name: "PartyCastWireTests", dependencies: ["PartyCastWire", "PartyCastSources"]),
-        .testTarget(name: "PartyCastNetworkTests", dependencies: ["PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore"]),
+        .testTarget(name: "PartyCastNetworkTests", dependencies: [
+            "PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore", "PartyCastDecoder", "PartyCastSources", "PartyCastTestSupport",
+        ]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
             "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),

@@ -40,53 +40,58 @@ final class LiveSource: PCMSource {
     }
 
     /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
-    /// station) comes wrapped, to be read on a thread of its own. A source that may be live is
-    /// opened on a thread of its own too: a FIFO with no writer yet, or a station slow to answer,
-    /// waits there while the pacer stays within reach of `stop` (it waits on `wakeup`, and gives up
-    /// with an error once `stopping` says so; the opening thread is then left to the process's end).
+    /// station) comes wrapped, to be read on a thread of its own.
     static func open(_ source: PartySource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
-        let opened: HandedOver
-        if source.isLive {
-            let result = NIOLockedValueBox<Result<HandedOver, PartyCastError>?>(nil)
-            let opener = DedicatedThread { [open = source.open] in
-                let outcome: Result<HandedOver, PartyCastError>
-                do throws(PartyCastError) {
-                    let source = try open()
-                    try source.prepare()
-                    outcome = .success(HandedOver(source))
-                } catch {
-                    outcome = .failure(error)
-                }
-                result.withLockedValue { $0 = outcome }
-                wakeup.signal()
-            }
-            while true {
-                if let outcome = result.withLockedValue({ $0 }) {
-                    opener.join()
-                    opened = try outcome.get()
-                    break
-                }
-                if stopping() { throw PartyCastError(.io, "stopped before it played") }
-                wakeup.wait()
-            }
-        } else {
-            let plain = try source.open()
-            try plain.prepare()
-            opened = HandedOver(plain)
+        let opened = try openAside(source.open, mayWait: source.isLive, wakeup: wakeup, stopping: stopping) { source throws(PartyCastError) in
+            try source.prepare()
         }
         guard opened.source.duration == .unknown, !opened.source.isSeekable else { return opened.source }
         guard let format = opened.source.format else { throw PartyCastError(.notAudio, "no audio") }
         return LiveSource(taking: opened, format: format)
     }
 
+    /// Opens a source and prepares it (`prepare`). One that may wait (`mayWait`: a FIFO with no
+    /// writer yet, a station slow to answer) is opened on a thread of its own, while the pacer stays
+    /// within reach of `stop`: it waits on `wakeup`, and gives up with an error once `stopping` says
+    /// so (the opening thread is then left to the process's end).
+    static func openAside<Source>(_ open: @escaping @Sendable () throws(PartyCastError) -> Source, mayWait: Bool, wakeup: Wakeup, stopping: () -> Bool,
+                                  prepare: @escaping @Sendable (Source) throws(PartyCastError) -> Void) throws(PartyCastError) -> HandedOver<Source> {
+        guard mayWait else {
+            let plain = try open()
+            try prepare(plain)
+            return HandedOver(plain)
+        }
+        let result = NIOLockedValueBox<Result<HandedOver<Source>, PartyCastError>?>(nil)
+        let opener = DedicatedThread {
+            let outcome: Result<HandedOver<Source>, PartyCastError>
+            do throws(PartyCastError) {
+                let source = try open()
+                try prepare(source)
+                outcome = .success(HandedOver(source))
+            } catch {
+                outcome = .failure(error)
+            }
+            result.withLockedValue { $0 = outcome }
+            wakeup.signal()
+        }
+        while true {
+            if let outcome = result.withLockedValue({ $0 }) {
+                opener.join()
+                return try outcome.get()
+            }
+            if stopping() { throw PartyCastError(.io, "stopped before it played") }
+            wakeup.wait()
+        }
+    }
+
     // @unchecked: a source handed from one thread to another whole; the thread that gives it keeps no reference.
-    private final class HandedOver: @unchecked Sendable {
-        let source: PCMSource
-        init(_ source: PCMSource) { self.source = source }
+    final class HandedOver<Source>: @unchecked Sendable {
+        let source: Source
+        init(_ source: Source) { self.source = source }
     }
 
     /// Hands a prepared source to the reader thread, the only one that uses it from then on.
-    private init(taking handedOver: HandedOver, format: AudioFormat) {
+    private init(taking handedOver: HandedOver<PCMSource>, format: AudioFormat) {
         self.format = format
         let buffer = LiveBuffer(format: format)
         let shared = Shared(.init(buffer: buffer, tags: handedOver.source.tags))

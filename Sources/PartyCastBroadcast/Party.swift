@@ -24,6 +24,7 @@ public struct BroadcastOptions: Sendable {
 /// One song the party can play: a file or a generator, opened afresh each time it plays.
 public struct PartySource: Sendable {
     public typealias Open = @Sendable () throws(PartyCastError) -> PCMSource
+    public typealias OpenPackets = @Sendable () throws(PartyCastError) -> PacketSource
     /// What the broadcaster was given (a path, `tone:…`): what `add` matches against.
     public var spec: String
     /// Shown when the source has no title of its own.
@@ -31,12 +32,15 @@ public struct PartySource: Sendable {
     /// A pipe or a station: played at its own pace, never opened just to look at it.
     public var isLive: Bool
     public var open: Open
+    /// Its own packets, for a codec that passes them through (`--codec mp3`); nil if it has none.
+    public var openPackets: OpenPackets?
 
-    public init(spec: String, label: String, isLive: Bool = false, open: @escaping Open) {
+    public init(spec: String, label: String, isLive: Bool = false, open: @escaping Open, openPackets: OpenPackets? = nil) {
         self.spec = spec
         self.label = label
         self.isLive = isLive
         self.open = open
+        self.openPackets = openPackets
     }
 }
 
@@ -92,7 +96,7 @@ public final class Party: PartyControl {
         libraryFiles = sources.map(\.spec) + library.filter { path in !sources.contains { $0.spec == path } }
         sessionID = UInt64.random(in: 1...UInt64.max)
         state = PacerState()
-        for source in sources { state.queue.append(Self.probe(source, id: state.nextItemID)); state.nextItemID += 1 }
+        for source in sources { state.queue.append(Self.probe(source, id: state.nextItemID, passingThrough: options.codec.passesThrough)); state.nextItemID += 1 }
         let covers = Dictionary(uniqueKeysWithValues: state.queue.compactMap { item in item.cover.map { (item.id, $0) } })
         published.withLockedValue { p in
             p.view.queue = state.queue.map(\.view)
@@ -116,7 +120,7 @@ public final class Party: PartyControl {
             }
             do throws(PartyCastError) {
                 let source = try opener(path)
-                let item = Self.probe(source, id: 0)
+                let item = Self.probe(source, id: 0, passingThrough: options.codec.passesThrough)
                 if let failure = item.failure { return .failure(PartyCommandError(.invalid, "\(path): \(failure.message)")) }
                 request = .add(item)
             } catch {
@@ -249,7 +253,8 @@ public final class Party: PartyControl {
         var songFrame: Int
     }
 
-    /// A chunk sent ahead of its time, with the PCM it carries: a pause takes it back exactly.
+    /// A chunk sent ahead of its time, with the PCM it carries (none when the source's packets pass
+    /// through): a pause takes it back exactly.
     struct SentChunk {
         var position: UInt64
         var frames: Int
@@ -274,6 +279,12 @@ public final class Party: PartyControl {
         var source: PCMSource?
         var pending: [Float] = []
         var encoder: AudioEncoder?
+        /// The item's own packets instead of `source`, when the codec passes them through.
+        var packets: PacketSource?
+        /// One for the whole broadcast, set by the first source.
+        var chunkFormat: ChunkFormat?
+        /// What a pause sends after its fade when packets pass through.
+        var silentPacket: AudioPacket?
         var origin: UInt64 = 0
         /// The next chunk's position.
         var timelineFrames: UInt64 = 0
@@ -287,6 +298,13 @@ public final class Party: PartyControl {
         var partyVolume = 100
         var settings: [String: ListenerSettings] = [:]
         var reachedEnd = false
+    }
+
+    /// What every chunk of the broadcast carries.
+    struct ChunkFormat {
+        var format: AudioFormat
+        var framesPerChunk: Int
+        var preSkip: Int
     }
 
     enum Request: Sendable {
@@ -338,7 +356,7 @@ public final class Party: PartyControl {
 
     /// Decodes and encodes the next chunk and sends it when it is due (`waiting`), or at once.
     private func sendNextChunk(waiting: Bool) throws(PartyCastError) {
-        guard let encoder = state.encoder else { return }
+        guard state.chunkFormat != nil else { return }
         let position = state.timelineFrames
         let pts = presentationTime(ofFrame: position)
         // Due `leadMilliseconds` before it plays; what falls due within the next batch window goes
@@ -351,6 +369,7 @@ public final class Party: PartyControl {
             // Woken early by a command: it may change what this chunk holds; the loop starts over.
             if monotonicNanoseconds() < due { return }
         }
+        guard let encoder = state.encoder else { return try sendNextPacket() }
         let channels = encoder.format.channels
         let block = encoder.framesPerPacket * channels
         while state.pending.count < block, let source = state.source {
@@ -371,23 +390,41 @@ public final class Party: PartyControl {
         if realFrames < encoder.framesPerPacket { finishQueue() }
     }
 
+    /// Sends the item's next packet as it is; on to the next item at its end.
+    private func sendNextPacket() throws(PartyCastError) {
+        var packet: AudioPacket?
+        while packet == nil, let source = state.packets {
+            packet = try source.nextPacket()
+            if packet == nil { try advanceToNextItem() }
+        }
+        guard let packet else { return finishQueue() }
+        let position = state.timelineFrames
+        try sendChunk(packet.payload, skipFrames: packet.skipFrames, realFrames: packet.frames)
+        state.sent.append(SentChunk(position: position, frames: packet.frames, samples: []))
+    }
+
     /// A live source's title changed (a station's `StreamTitle`): the listeners and the remotes hear
     /// of it from `position` on, as of a song that starts there.
     private func announceRetitling(heardAt position: UInt64) {
         guard let index = state.currentIndex, state.queue[index].source.isLive, let tags = state.source?.tags,
-              tags != state.queue[index].tags, let encoder = state.encoder,
+              tags != state.queue[index].tags, let chunkFormat = state.chunkFormat,
               let (_, songFrame) = Self.segment(heardAt: position, in: state.segments) else { return }
         state.queue[index].tags = tags
         logger.info("now playing: \(state.queue[index].title)")
         let retitled = frame(metadata(state.queue[index], start: position, songFrame: songFrame))
         fanout.broadcast(retitled)
-        fanout.setPreamble([frame(streamFormat(encoder, total: nil)), retitled])
+        fanout.setPreamble([frame(streamFormat(chunkFormat, total: nil)), retitled])
         publishState()
     }
 
     /// Encodes one packet and queues it as the chunk at the timeline's end.
     private func send(_ samples: [Float], realFrames: Int, encoder: AudioEncoder) throws(PartyCastError) {
         let packet = try samples.withUnsafeBufferPointer { b throws(PartyCastError) in try encoder.encode(b) }
+        try sendChunk(packet, skipFrames: 0, realFrames: realFrames)
+    }
+
+    /// Queues a packet as the chunk at the timeline's end.
+    private func sendChunk(_ packet: [UInt8], skipFrames: Int, realFrames: Int) throws(PartyCastError) {
         let position = state.timelineFrames
         let pts = presentationTime(ofFrame: position)
         var chunk = PCAudioChunk()
@@ -395,6 +432,7 @@ public final class Party: PartyControl {
         chunk.mediaPosition = position
         chunk.presentationNanoseconds = Int64(pts)
         chunk.frameCount = UInt32(realFrames)
+        chunk.skipFrames = UInt32(skipFrames)
         chunk.streamIndex = state.streamIndex
         chunk.payload = Data(packet)
         var envelope = PCEnvelope()
@@ -407,9 +445,12 @@ public final class Party: PartyControl {
     /// One chunk of silence where the timeline stops (a pause): a listener's interpolator reads a
     /// few frames ahead, and without it the last frames of the fade would be lost to an underrun.
     private func sendSilence() throws(PartyCommandError) {
-        guard let encoder = state.encoder else { return }
         do throws(PartyCastError) {
-            try send([Float](repeating: 0, count: encoder.framesPerPacket * encoder.format.channels), realFrames: encoder.framesPerPacket, encoder: encoder)
+            if let encoder = state.encoder {
+                try send([Float](repeating: 0, count: encoder.framesPerPacket * encoder.format.channels), realFrames: encoder.framesPerPacket, encoder: encoder)
+            } else if let silence = state.silentPacket {
+                try sendChunk(silence.payload, skipFrames: silence.skipFrames, realFrames: silence.frames)
+            }
         } catch {
             throw PartyCommandError(.invalid, error.message)
         }
@@ -428,7 +469,7 @@ public final class Party: PartyControl {
         var index = index
         while index < state.queue.count {
             do throws(PartyCastError) {
-                try open(index: index, atSongFrame: 0, position: state.timelineFrames + UInt64(state.pending.count / max(1, state.encoder?.format.channels ?? 2)))
+                try open(index: index, atSongFrame: 0, position: state.timelineFrames + UInt64(state.pending.count / max(1, state.chunkFormat?.format.channels ?? 2)))
                 return true
             } catch {
                 if stopRequested.load(ordering: .acquiring) { return false }
@@ -446,38 +487,79 @@ public final class Party: PartyControl {
             logger.info("\(state.queue[index].source.label) ended: \(live.healthSummary)")
         }
         state.source = nil
+        state.packets = nil
         sendEndOfStream()
         let next = (state.currentIndex ?? -1) + 1
         if try openFirstPlayable(from: next) { return }
         if options.loop, !state.queue.isEmpty, try openFirstPlayable(from: 0) { return }
         state.currentIndex = nil
         // The codec's delay in silence after the last song, so its last real samples come out too.
-        if let encoder = state.encoder { state.pending.append(contentsOf: repeatElement(0, count: encoder.preSkip * encoder.format.channels)) }
+        if let chunkFormat = state.chunkFormat { state.pending.append(contentsOf: repeatElement(0, count: chunkFormat.preSkip * chunkFormat.format.channels)) }
     }
 
     /// Opens item `index` at `songFrame`; its first frame is heard at timeline `position`.
     private func open(index: Int, atSongFrame songFrame: Int, position: UInt64) throws(PartyCastError) {
         let item = state.queue[index]
-        let decoded = try LiveSource.open(item.source, wakeup: wakeup) { stopRequested.load(ordering: .acquiring) }
+        let opened: (tags: TrackTags, duration: Duration)
+        if options.codec.passesThrough {
+            let packets = try openPackets(item.source)
+            if songFrame > 0 { try packets.seek(toFrame: songFrame) }
+            state.packets = packets
+            opened = (packets.tags, packets.duration)
+        } else {
+            let source = try openDecoded(item.source)
+            if songFrame > 0 { try source.seek(toFrame: songFrame) }
+            state.source = source
+            opened = (source.tags, source.duration)
+        }
+        let chunkFormat = state.chunkFormat!  // set by the open above
+        state.currentIndex = index
+        state.streamIndex &+= 1
+        state.queue[index].tags = opened.tags
+        state.queue[index].durationFrames = opened.duration.frames
+        state.queue[index].sampleRate = chunkFormat.format.sampleRate
+        state.segments.append(Segment(position: position, item: item.id, songFrame: songFrame))
+        fanout.setPreamble([frame(streamFormat(chunkFormat, total: opened.duration.frames)),
+                            frame(metadata(state.queue[index], start: position, songFrame: songFrame))])
+        publishState()
+    }
+
+    /// A source decoded and converted to the broadcast's format, ready to encode.
+    private func openDecoded(_ item: PartySource) throws(PartyCastError) -> PCMSource {
+        let decoded = try LiveSource.open(item, wakeup: wakeup) { stopRequested.load(ordering: .acquiring) }
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
-        if state.encoder == nil { state.encoder = try makeEncoder(for: sourceFormat) }
+        if state.encoder == nil {
+            let encoder = try makeEncoder(for: sourceFormat)
+            state.encoder = encoder
+            state.chunkFormat = ChunkFormat(format: encoder.format, framesPerChunk: encoder.framesPerPacket, preSkip: encoder.preSkip)
+        }
         let target = state.encoder!.format
         let source: PCMSource = sourceFormat == target
             ? decoded : try FormatConverter(source: decoded, sampleRate: target.sampleRate, channels: target.channels)
         try source.prepare()
-        if songFrame > 0 { try source.seek(toFrame: songFrame) }
-        state.source = source
-        state.currentIndex = index
-        state.streamIndex &+= 1
-        state.queue[index].tags = source.tags
-        state.queue[index].durationFrames = source.duration.frames
-        state.queue[index].sampleRate = target.sampleRate
-        state.segments.append(Segment(position: position, item: item.id, songFrame: songFrame))
-        fanout.setPreamble([frame(streamFormat(state.encoder!, total: source.duration.frames)),
-                            frame(metadata(state.queue[index], start: position, songFrame: songFrame))])
-        publishState()
+        return source
     }
+
+    /// A source's own packets, which must match the broadcast's format: they are sent as they are.
+    private func openPackets(_ item: PartySource) throws(PartyCastError) -> PacketSource {
+        guard let open = item.openPackets else { throw Self.noPackets }
+        let packets = try LiveSource.openAside(open, mayWait: item.isLive, wakeup: wakeup, stopping: { stopRequested.load(ordering: .acquiring) }) {
+            source throws(PartyCastError) in try source.prepare()
+        }.source
+        guard let format = packets.format else { throw PartyCastError(.notAudio, "no audio") }
+        if state.chunkFormat == nil {
+            state.chunkFormat = ChunkFormat(format: format, framesPerChunk: packets.framesPerPacket, preSkip: 0)
+            state.silentPacket = packets.silentPacket
+        }
+        let broadcast = state.chunkFormat!
+        guard format == broadcast.format, packets.framesPerPacket == broadcast.framesPerChunk else {
+            throw PartyCastError(.unsupportedFormat, "it is \(format), the broadcast \(broadcast.format), and --codec \(options.codec.name) sends frames as they are, without resampling (use --codec opus to mix them)")
+        }
+        return packets
+    }
+
+    static let noPackets = PartyCastError(.unsupportedFormat, "a tone or a pipe has no MP3 frames to pass through (use --codec opus or pcm for it)")
 
     // MARK: Commands
 
@@ -534,6 +616,10 @@ public final class Party: PartyControl {
             state.timelineFrames = cut
             try sendSilence()
             state.paused = true
+            if options.codec.passesThrough, let heard = state.pausedSegments.first, let index = state.queue.firstIndex(where: { $0.id == heard.item }) {
+                // Packets cannot be cut like samples: the resume starts a fresh stream at the frame paused on.
+                try replace(with: index, songFrame: heard.songFrame, cut: false)
+            }
             fanout.broadcast(frame(partyState()))
             let heard = state.pausedSegments.first.flatMap { p in state.queue.first { $0.id == p.item }.map { ($0, p.songFrame) } }
             logger.info("paused\(heard.map { String(format: " at %.3f s of %@", Double($0.1) / Double($0.0.sampleRate), $0.0.view.title) } ?? "") (timeline frame \(cut))")
@@ -639,6 +725,7 @@ public final class Party: PartyControl {
         state.pending.removeAll(keepingCapacity: true)
         state.reachedEnd = false
         state.source = nil
+        state.packets = nil
         do throws(PartyCastError) {
             try open(index: index, atSongFrame: songFrame, position: position)
         } catch {
@@ -661,7 +748,7 @@ public final class Party: PartyControl {
         let earliest = position(at: monotonicNanoseconds() + Self.controlMarginNanoseconds) + UInt64(fadeFrames)
         if let chunk = state.sent.first(where: { $0.position >= earliest }) { return chunk.position }
         do throws(PartyCastError) {
-            while state.timelineFrames < earliest && !state.reachedEnd && state.source != nil {
+            while state.timelineFrames < earliest && !state.reachedEnd && (state.source != nil || state.packets != nil) {
                 try sendNextChunk(waiting: false)
             }
         } catch {
@@ -702,7 +789,7 @@ public final class Party: PartyControl {
 
     // MARK: Gains
 
-    private var fadeFrames: Int { Int(Self.fadeSeconds * Double(state.encoder?.format.sampleRate ?? 48000)) }
+    private var fadeFrames: Int { Int(Self.fadeSeconds * Double(sampleRate)) }
 
     /// The amplitude for a volume: cubic, so that equal steps of the slider sound like equal steps.
     private func gain(forVolume volume: Int, muted: Bool, party: Int) -> Float {
@@ -743,7 +830,7 @@ public final class Party: PartyControl {
     private func ramp(_ id: String) {
         updateGreeting()
         guard !state.paused else { return }
-        let rate = Double(state.encoder?.format.sampleRate ?? 48000)
+        let rate = Double(sampleRate)
         sendGain(gain(of: id), at: position(at: monotonicNanoseconds() + Self.controlMarginNanoseconds),
                  ramp: Int(Self.volumeRampSeconds * rate), to: id)
     }
@@ -776,7 +863,7 @@ public final class Party: PartyControl {
         let settings = state.settings
         let segments = state.segments
         let paused = state.paused ? state.pausedSegments.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
-        let rate = state.encoder?.format.sampleRate ?? 48000
+        let rate = sampleRate
         published.withLockedValue { p in
             p.view.queue = view
             p.view.paused = state.paused
@@ -811,13 +898,13 @@ public final class Party: PartyControl {
     }
 
     private func presentationTime(ofFrame frame: UInt64) -> UInt64 {
-        let rate = state.encoder?.format.sampleRate ?? 48000
+        let rate = sampleRate
         return state.origin &+ UInt64(StreamTime.nanoseconds(frames: Int64(clamping: frame), sampleRate: rate) ?? Int64.max)
     }
 
     /// The timeline position heard at `time` (0 before the broadcast starts).
     private func position(at time: UInt64) -> UInt64 {
-        Self.position(at: time, origin: state.origin, rate: state.encoder?.format.sampleRate ?? 48000)
+        Self.position(at: time, origin: state.origin, rate: sampleRate)
     }
 
     static func position(at time: UInt64, origin: UInt64, rate: Int) -> UInt64 {
@@ -825,6 +912,9 @@ public final class Party: PartyControl {
         let elapsed = time - origin
         return elapsed / 1_000_000_000 * UInt64(rate) + (elapsed % 1_000_000_000) * UInt64(rate) / 1_000_000_000
     }
+
+    /// The broadcast's rate, the timeline's unit (48 kHz until the first source sets it).
+    private var sampleRate: Int { state.chunkFormat?.format.sampleRate ?? 48000 }
 
     private func makeEncoder(for format: AudioFormat) throws(PartyCastError) -> AudioEncoder {
         try options.codec.makeEncoder(for: format, bitrateKbps: options.bitrateKbps)
@@ -838,13 +928,13 @@ public final class Party: PartyControl {
         fanout.broadcast(frame(envelope))
     }
 
-    private func streamFormat(_ encoder: AudioEncoder, total: Int?) -> PCEnvelope {
+    private func streamFormat(_ chunks: ChunkFormat, total: Int?) -> PCEnvelope {
         var format = PCStreamFormat()
         format.codec = options.codec.kind
-        format.sampleRate = UInt32(encoder.format.sampleRate)
-        format.channels = UInt32(encoder.format.channels)
-        format.framesPerChunk = UInt32(encoder.framesPerPacket)
-        format.preSkip = UInt32(encoder.preSkip)
+        format.sampleRate = UInt32(chunks.format.sampleRate)
+        format.channels = UInt32(chunks.format.channels)
+        format.framesPerChunk = UInt32(chunks.framesPerChunk)
+        format.preSkip = UInt32(chunks.preSkip)
         format.streamIndex = state.streamIndex
         format.totalFrames = UInt64(total ?? 0)
         var envelope = PCEnvelope()
@@ -871,19 +961,26 @@ public final class Party: PartyControl {
     }
 
     /// Opens a source once for what the remotes show (title, duration, cover); one that cannot be
-    /// opened stays in the queue, marked, and is skipped when its turn comes.
-    static func probe(_ source: PartySource, id: Int) -> Item {
+    /// opened stays in the queue, marked, and is skipped when its turn comes. `passingThrough`: it is
+    /// opened for its packets, as it will play.
+    static func probe(_ source: PartySource, id: Int, passingThrough: Bool) -> Item {
         var item = Item(id: id, source: source)
         // A live source is opened only to play: looking at it would eat its audio (or its one pipe).
         guard !source.isLive else { return item }
         do throws(PartyCastError) {
-            let opened = try source.open()
-            try opened.prepare()
-            guard let format = opened.format else { throw PartyCastError(.notAudio, "no audio") }
-            item.tags = opened.tags
-            item.durationFrames = opened.duration.frames
+            let format: AudioFormat?
+            if passingThrough {
+                guard let open = source.openPackets else { throw noPackets }
+                let opened = try open()
+                try opened.prepare()
+                (format, item.tags, item.durationFrames, item.cover) = (opened.format, opened.tags, opened.duration.frames, opened.cover)
+            } else {
+                let opened = try source.open()
+                try opened.prepare()
+                (format, item.tags, item.durationFrames, item.cover) = (opened.format, opened.tags, opened.duration.frames, opened.cover)
+            }
+            guard let format else { throw PartyCastError(.notAudio, "no audio") }
             item.sampleRate = format.sampleRate
-            item.cover = opened.cover
         } catch {
             item.failure = error
         }

@@ -44,6 +44,19 @@ public enum DecoderRegistry {
         return bytes.streamTags == nil && bytes.wakeReader == nil ? decoded : LiveStreamSource(decoded, transport: bytes)
     }
 
+    /// An MP3 stream's own frames, for `--codec mp3`; any other format is refused with a line naming it.
+    public static func openMP3Frames(_ bytes: ByteSource) throws(PartyCastError) -> PacketSource {
+        let replay = ReplayingByteSource(bytes)
+        let head = try replay.head(afterTagsUpTo: headLength, maxTag: maxBufferedTag)
+        let format = decoders.first { $0.recognises(head) }
+        guard format == MP3Source.self else {
+            let what = format.map { "it is \($0.formatName)" } ?? describe(head)
+            throw PartyCastError(.unsupportedFormat, "\(what), and --codec mp3 sends MP3 files only, as they are (use --codec opus or pcm to mix formats)")
+        }
+        try replay.rewind()
+        return MP3PacketSource(bytes: replay.isReplaying ? replay : bytes)
+    }
+
     /// What the bytes look like, when they are not audio: the usual mistakes named.
     static func describe(_ head: ArraySlice<UInt8>) -> String {
         let text = String(decoding: head.prefix(512), as: UTF8.self).lowercased()

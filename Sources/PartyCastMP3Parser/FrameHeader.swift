@@ -63,6 +63,18 @@ public struct FrameHeader: Sendable, Equatable {
     /// Offset of the side information from the start of the frame.
     public var sideInfoOffset: Int { isProtected ? 6 : 4 }
 
+    /// A frame of this header's stream (version, rate, channels) at the lowest bitrate and without
+    /// CRC, its side information and main data all zero: every coefficient is zero, so it decodes
+    /// to silence.
+    public var silentFrame: [UInt8] {
+        let versionBits: UInt8 = switch version { case .mpeg1: 0b11; case .mpeg2: 0b10; case .mpeg25: 0b00 }
+        let divisor = switch version { case .mpeg1: 1; case .mpeg2: 2; case .mpeg25: 4 }
+        let rateIndex = UInt8(Self.ratesV1.firstIndex(of: sampleRate * divisor) ?? 0)
+        let header: [UInt8] = [0xFF, 0xE0 | versionBits << 3 | 0b011, 0x10 | rateIndex << 2, isMono ? 0xC0 : 0x00]
+        let length = FrameHeader(bytes: header)?.frameLength ?? header.count
+        return header + [UInt8](repeating: 0, count: length - header.count)
+    }
+
     /// Frames of one stream share these; a "header" that differs is a false sync.
     public func isCompatible(with other: FrameHeader) -> Bool {
         version == other.version && sampleRate == other.sampleRate && isMono == other.isMono

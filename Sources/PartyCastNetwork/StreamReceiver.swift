@@ -57,6 +57,8 @@ struct StreamReceiver {
     static let eventLimit = 64
     /// Songs announced ahead that are remembered.
     static let songLimit = 4
+    /// A chunk may decode to this many chunks' worth ahead of its own frames (a seek's preroll).
+    static let maximumChunksSkipped = 64
 
     private(set) var spec: Spec?
     /// The newest song's tags.
@@ -83,6 +85,8 @@ struct StreamReceiver {
     private let clockSync: ClockSync
     private var sessionID: UInt64?
     private var decoder: AudioDecoder?
+    /// The stream the decoder has decoded, for codecs that decode each stream afresh.
+    private var decodedStream: UInt32?
     private var framesToSkip = 0
     /// Just past the last chunk played in this session: a reconnect to the same broadcast is sent its
     /// unplayed chunks again, and those already played must not play twice.
@@ -112,8 +116,8 @@ struct StreamReceiver {
             if songs.count > Self.songLimit { songs.removeFirst(songs.count - Self.songLimit) }
             duration = (1..<Self.maximumPosition).contains(metadata.durationFrames) ? .exact(frames: Int(metadata.durationFrames)) : .unknown
         case .audioChunk(let chunk)?:
-            guard let spec, let decoder else { return .violation("it sent audio before its stream format") }
-            play(chunk, arrivedAt: arrivedAt, spec: spec, decoder: decoder, into: &buffer)
+            guard let spec, decoder != nil else { return .violation("it sent audio before its stream format") }
+            play(chunk, arrivedAt: arrivedAt, spec: spec, into: &buffer)
         case .withdraw(let withdraw)?:
             self.withdraw(from: withdraw.fromPosition)
         case .gain(let gain)?:
@@ -176,6 +180,7 @@ struct StreamReceiver {
     private mutating func startSession(_ id: UInt64) {
         sessionID = id
         decoder = nil
+        decodedStream = nil
         playedUpTo = nil
         anchor = nil
         disagreeing = 0
@@ -193,7 +198,7 @@ struct StreamReceiver {
         }
         guard decoder == nil else { return .continues }
         do {
-            decoder = try candidate.wire.makeDecoder(channels: candidate.format.channels)
+            decoder = try candidate.wire.makeDecoder(format: candidate.format)
         } catch {
             return .violation(error.message)
         }
@@ -221,38 +226,54 @@ struct StreamReceiver {
         init(_ description: String) { self.description = description }
     }
 
-    private mutating func play(_ chunk: PCAudioChunk, arrivedAt: Int64, spec: Spec, decoder: AudioDecoder, into buffer: inout [Float]) {
+    private mutating func play(_ chunk: PCAudioChunk, arrivedAt: Int64, spec: Spec, into buffer: inout [Float]) {
         let frameCount = Int(chunk.frameCount)
-        guard (1...spec.framesPerChunk).contains(frameCount), chunk.mediaPosition < Self.maximumPosition,
+        // What a chunk may decode to in front of its frames: a song's start or a seek's preroll.
+        let skip = Int(chunk.skipFrames)
+        guard (1...spec.framesPerChunk).contains(frameCount), skip <= spec.framesPerChunk * Self.maximumChunksSkipped,
+              chunk.mediaPosition < Self.maximumPosition,
               fitsTimeline(chunk, arrivedAt: arrivedAt, sampleRate: spec.format.sampleRate) else {
             droppedChunks += 1
             return
         }
         if let playedUpTo, chunk.mediaPosition < playedUpTo { return }
         playedUpTo = chunk.mediaPosition + UInt64(frameCount)
+        let decoder = decoder(for: chunk.streamIndex, spec: spec)
 
         let channels = spec.format.channels
         scratch.removeAll(keepingCapacity: true)
         // Every chunk stands for exactly frameCount frames, whatever its payload decodes to, so the
         // timeline never slips: a short or undecodable payload is made up by concealment.
+        var from = skip
         let whole = spec.wire.couldBeChunk(payloadBytes: chunk.payload.count, framesPerChunk: spec.framesPerChunk, channels: channels)
         let decoded = whole ? (try? decoder.decode(chunk.payload, into: &scratch)) ?? -1 : -1
-        if decoded < frameCount {
+        if decoded < skip + frameCount {
             concealedChunks += 1
             scratch.removeAll(keepingCapacity: true)
             decoder.conceal(frames: spec.wire.framesToConceal(framesPerChunk: spec.framesPerChunk, frameCount: frameCount), into: &scratch)
+            from = 0
         }
-        var keep = min(frameCount, scratch.count / channels)
-        var from = 0
+        var keep = max(0, min(frameCount, scratch.count / channels - from))
+        var delay = 0
         if framesToSkip > 0 {  // the codec's own delay comes out first
-            from = min(framesToSkip, keep)
-            framesToSkip -= from
-            keep -= from
+            delay = min(framesToSkip, keep)
+            framesToSkip -= delay
+            keep -= delay
         }
         // A fresh decoder's output runs `preSkip` frames behind the chunks' positions; those frames
         // were skipped above, so what is kept starts at this stream frame.
-        if keep > 0 { lastProducedFrame = Int(chunk.mediaPosition) - spec.preSkip + from }
-        buffer.append(contentsOf: scratch[(from * channels)..<((from + keep) * channels)])
+        if keep > 0 { lastProducedFrame = Int(chunk.mediaPosition) - spec.preSkip + delay }
+        buffer.append(contentsOf: scratch[((from + delay) * channels)..<((from + delay + keep) * channels)])
+    }
+
+    /// The decoder for a chunk of stream `index`: a fresh one at each new stream for a codec that
+    /// decodes streams apart (the old one if a new one cannot be made: a glitch, not silence).
+    private mutating func decoder(for index: UInt32, spec: Spec) -> AudioDecoder {
+        if spec.wire.decodesStreamsApart, decodedStream != index, let fresh = try? spec.wire.makeDecoder(format: spec.format) {
+            decodedStream = index
+            decoder = fresh
+        }
+        return decoder!  // made by adopt() before any chunk is let through
     }
 
     /// Whether a chunk's time agrees with the stream's: its presentation time follows from its

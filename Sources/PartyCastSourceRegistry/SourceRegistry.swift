@@ -7,6 +7,7 @@ import PartyCastSources
 /// live, and opened afresh each time it plays.
 public struct ResolvedSource: Sendable {
     public typealias Open = @Sendable () throws(PartyCastError) -> PCMSource
+    public typealias OpenPackets = @Sendable () throws(PartyCastError) -> PacketSource
     /// What was given: a path, `tone:…`, `-`, `pipe:PATH`, a URL.
     public var spec: String
     /// Shown when the source has no title of its own.
@@ -15,12 +16,15 @@ public struct ResolvedSource: Sendable {
     /// (looking at it first would eat its audio).
     public var isLive: Bool
     public var open: Open
+    /// Its MP3 frames as they are (`--codec mp3`): nil for a source that has none (a tone, a pipe).
+    public var openPackets: OpenPackets?
 
-    public init(spec: String, label: String, isLive: Bool, open: @escaping Open) {
+    public init(spec: String, label: String, isLive: Bool, open: @escaping Open, openPackets: OpenPackets? = nil) {
         self.spec = spec
         self.label = label
         self.isLive = isLive
         self.open = open
+        self.openPackets = openPackets
     }
 }
 
@@ -97,9 +101,16 @@ struct HTTPSourceKind: SourceKind {
 
     func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
         let onEvent = options.onEvent
-        return ResolvedSource(spec: spec, label: spec, isLive: true) { () throws(PartyCastError) -> PCMSource in
+        return ResolvedSource(spec: spec, label: spec, isLive: true, open: { () throws(PartyCastError) -> PCMSource in
             try DecoderRegistry.open(HTTPByteSource(url: spec, onEvent: onEvent))
-        }
+        }, openPackets: { () throws(PartyCastError) -> PacketSource in
+            let bytes = try HTTPByteSource(url: spec, onEvent: onEvent)
+            // A station's frames come at its own pace, which the party's clock cannot follow frame-exactly.
+            guard bytes.length != nil else {
+                throw PartyCastError(.unsupportedFormat, "a live stream, and --codec mp3 sends files only (use --codec opus for stations)")
+            }
+            return try DecoderRegistry.openMP3Frames(bytes)
+        })
     }
 }
 
@@ -110,8 +121,10 @@ struct FileSourceKind: SourceKind {
     func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
         _ = try FileByteSource(path: spec)
         let label = String(spec.split(separator: "/").last ?? Substring(spec))
-        return ResolvedSource(spec: spec, label: label, isLive: false) { () throws(PartyCastError) -> PCMSource in
+        return ResolvedSource(spec: spec, label: label, isLive: false, open: { () throws(PartyCastError) -> PCMSource in
             try DecoderRegistry.open(FileByteSource(path: spec))
-        }
+        }, openPackets: { () throws(PartyCastError) -> PacketSource in
+            try DecoderRegistry.openMP3Frames(FileByteSource(path: spec))
+        })
     }
 }

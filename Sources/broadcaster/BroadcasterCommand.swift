@@ -42,7 +42,7 @@ struct Share: ParsableCommand {
     @Option(name: .customLong("control-port"), help: "The remote control's port: the web page and HTTP API (default: the stream port + 1; 0 picks a free one).")
     var controlPort: Int?
 
-    @Option(help: "opus (48 kHz, 20 ms packets) or pcm (lossless Float32 at the first source's rate).")
+    @Option(help: "opus (48 kHz, 20 ms packets), pcm (lossless Float32 at the first source's rate) or mp3 (MP3 files' own frames, decoded by each listener as mpg123 does; other sources, and MP3s of another rate than the first, are skipped with a line).")
     var codec = "opus"
 
     @Option(help: "Opus bitrate in kbit/s.")
@@ -184,7 +184,7 @@ struct Share: ParsableCommand {
     /// and opened afresh each time it plays.
     static func source(spec: String, options: SourceOptions) throws(PartyCastError) -> PartySource {
         let resolved = try SourceRegistry.resolve(spec, options: options)
-        return PartySource(spec: resolved.spec, label: resolved.label, isLive: resolved.isLive, open: resolved.open)
+        return PartySource(spec: resolved.spec, label: resolved.label, isLive: resolved.isLive, open: resolved.open, openPackets: resolved.openPackets)
     }
 
     /// The audio files under `folder` (by their extensions: a library is not opened file by file),

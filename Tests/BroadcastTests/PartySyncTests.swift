@@ -19,6 +19,16 @@ final class PartySyncTests: XCTestCase {
     }
 
     func testListenersWithDriftingClocksAndALateJoinerPlayInStep() throws {
+        try checkListenersPlayInStep(codec: "opus")
+    }
+
+    /// The same with the MP3 file's own frames on the wire, each listener decoding them (a late
+    /// joiner's decoder starting mid-song).
+    func testListenersPlayPassedThroughMP3InStep() throws {
+        try checkListenersPlayInStep(codec: "mp3")
+    }
+
+    private func checkListenersPlayInStep(codec: String) throws {
         let directory = try temporaryDirectory()
         // Broadband sound gives a sharp correlation peak (a held note would repeat every period).
         let song = "\(directory)/noise.mp3"
@@ -26,7 +36,7 @@ final class PartySyncTests: XCTestCase {
                                               "tremolo", "0.5", "40", "gain", "-n", "-3"]).status, 0)
         XCTAssertEqual(try runProcess("lame", ["--quiet", "-b", "192", "\(directory)/noise.wav", song]).status, 0)
         let port = freePort()
-        let server = try startProcess(broadcaster, ["share", song, "--no-mdns", "--port", "\(port)", "--start-in", "3"])
+        let server = try startProcess(broadcaster, ["share", song, "--codec", codec, "--no-mdns", "--port", "\(port)", "--start-in", "3"])
         XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
         func join(_ name: String, clock: String) throws -> BackgroundProcess {
             try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/\(name).wav",

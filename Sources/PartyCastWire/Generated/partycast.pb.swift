@@ -35,6 +35,10 @@ public nonisolated enum PCCodecKind: SwiftProtobuf.Enum, Swift.CaseIterable {
   case opus // = 1
   case pcmF32Le // = 2
   case pcmS16Le // = 3
+
+  /// MP3 frames as the source file holds them (`--codec mp3`, passthrough): each listener decodes
+  /// them with libmpg123 as it decodes a local file.
+  case mp3 // = 4
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -47,6 +51,7 @@ public nonisolated enum PCCodecKind: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 1: self = .opus
     case 2: self = .pcmF32Le
     case 3: self = .pcmS16Le
+    case 4: self = .mp3
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -57,6 +62,7 @@ public nonisolated enum PCCodecKind: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .opus: return 1
     case .pcmF32Le: return 2
     case .pcmS16Le: return 3
+    case .mp3: return 4
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -67,6 +73,7 @@ public nonisolated enum PCCodecKind: SwiftProtobuf.Enum, Swift.CaseIterable {
     .opus,
     .pcmF32Le,
     .pcmS16Le,
+    .mp3,
   ]
 
 }
@@ -443,6 +450,12 @@ public nonisolated struct PCAudioChunk: Sendable {
 
   public var payload: Data = Data()
 
+  /// Frames the payload decodes to ahead of this chunk's first frame, dropped (an MP3 encoder's and
+  /// decoder's delay at a song's start, the frames before a seek's target); frame_count frames follow
+  /// them. A codec whose decoder starts afresh with each stream (MP3) sends a stream's first chunk
+  /// with what that decoder needs in front.
+  public var skipFrames: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -693,7 +706,7 @@ public nonisolated struct PCListenerSettings: Sendable {
 fileprivate nonisolated let _protobuf_package = "partycast"
 
 nonisolated extension PCCodecKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CODEC_UNSPECIFIED\0\u{1}OPUS\0\u{1}PCM_F32LE\0\u{1}PCM_S16LE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CODEC_UNSPECIFIED\0\u{1}OPUS\0\u{1}PCM_F32LE\0\u{1}PCM_S16LE\0\u{1}MP3\0")
 }
 
 nonisolated extension PCErrorCode: SwiftProtobuf._ProtoNameProviding {
@@ -1264,7 +1277,7 @@ nonisolated extension PCStreamFormat: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension PCAudioChunk: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AudioChunk"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}media_position\0\u{3}presentation_nanoseconds\0\u{3}frame_count\0\u{3}stream_index\0\u{1}payload\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}media_position\0\u{3}presentation_nanoseconds\0\u{3}frame_count\0\u{3}stream_index\0\u{1}payload\0\u{3}skip_frames\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1278,6 +1291,7 @@ nonisolated extension PCAudioChunk: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.frameCount) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.streamIndex) }()
       case 6: try { try decoder.decodeSingularBytesField(value: &self.payload) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.skipFrames) }()
       default: break
       }
     }
@@ -1302,6 +1316,9 @@ nonisolated extension PCAudioChunk: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if !self.payload.isEmpty {
       try visitor.visitSingularBytesField(value: self.payload, fieldNumber: 6)
     }
+    if self.skipFrames != 0 {
+      try visitor.visitSingularUInt32Field(value: self.skipFrames, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1312,6 +1329,7 @@ nonisolated extension PCAudioChunk: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.frameCount != rhs.frameCount {return false}
     if lhs.streamIndex != rhs.streamIndex {return false}
     if lhs.payload != rhs.payload {return false}
+    if lhs.skipFrames != rhs.skipFrames {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
