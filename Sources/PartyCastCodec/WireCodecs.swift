@@ -108,7 +108,7 @@ struct MP3WireCodec: WireCodec {
     }
 
     func makeDecoder(format: AudioFormat) throws(PartyCastError) -> AudioDecoder {
-        try MP3ChunkDecoder(MP3PacketDecoder(sampleRate: format.sampleRate, channels: format.channels), channels: format.channels)
+        try MP3PacketDecoder(sampleRate: format.sampleRate, channels: format.channels)
     }
 
     func couldBeChunk(payloadBytes: Int, framesPerChunk: Int, channels: Int) -> Bool { true }
@@ -116,21 +116,9 @@ struct MP3WireCodec: WireCodec {
     func framesToConceal(framesPerChunk: Int, frameCount: Int) -> Int { frameCount }
 }
 
-/// `MP3PacketDecoder` behind the wire's decoder interface.
-final class MP3ChunkDecoder: AudioDecoder {
-    private let decoder: MP3PacketDecoder
-    private let channels: Int
-
-    init(_ decoder: MP3PacketDecoder, channels: Int) {
-        self.decoder = decoder
-        self.channels = channels
-    }
-
-    func decode(_ packet: some Collection<UInt8>, into output: inout [Float]) throws(PartyCastError) -> Int {
-        try decoder.decode(packet, into: &output)
-    }
-
-    func conceal(frames: Int, into output: inout [Float]) {
+/// libmpg123 (behind `MP3PacketDecoder`'s checks) as a wire decoder.
+extension MP3PacketDecoder: AudioDecoder {
+    public func conceal(frames: Int, into output: inout [Float]) {
         output.append(contentsOf: repeatElement(0, count: max(0, frames) * channels))
     }
 }

@@ -11,7 +11,7 @@ public final class MP3PacketDecoder {
 
     private let decoder: MPG123
     private let sampleRate: Int
-    private let channels: Int
+    public let channels: Int
     private var frameBytes: [UInt8] = []
 
     public init(sampleRate: Int, channels: Int) throws(PartyCastError) {

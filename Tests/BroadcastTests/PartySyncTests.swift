@@ -58,6 +58,7 @@ final class PartySyncTests: XCTestCase {
         let measured = try runProcess(skewTool, ["\(directory)/steady.wav", "\(directory)/slow.wav", "\(directory)/fast.wav",
                                                  "\(directory)/late.wav", "--settle-s", "5", "--json", "--csv", "\(directory)/skew.csv"], timeout: 120)
         XCTAssertEqual(measured.status, 0, measured.stderr)
+        print("skew with --codec \(codec): \(measured.stdout)")
         let report = try JSONDecoder().decode(SkewReport.self, from: Data(measured.stdout.utf8))
         // The bar, 5 s after each listener's first sound.
         for summary in report.summaries {

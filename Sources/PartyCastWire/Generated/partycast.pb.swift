@@ -414,7 +414,8 @@ public nonisolated struct PCStreamFormat: Sendable {
 
   public var framesPerChunk: UInt32 = 0
 
-  /// Frames of codec delay at the start of the decoded broadcast (Opus pre-skip); 0 for PCM.
+  /// Frames of codec delay at the start of the decoded broadcast (Opus pre-skip); 0 for PCM, and for
+  /// MP3, whose delay each stream's first chunk skips (AudioChunk.skip_frames).
   public var preSkip: UInt32 = 0
 
   /// Which song of the broadcast, counting from 0.
