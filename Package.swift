@@ -8,6 +8,17 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
     .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt([apt])])
 }
 
+/// How the listener is linked, to load less on a Pi (issue 14): the Swift runtime and FoundationEssentials
+/// linked in statically (what a program calls is pulled in, not whole shared libraries; FoundationEssentials'
+/// own shims are not in the toolchain's static link list), by lld, whose packed relative relocations
+/// (RELR) keep the loader from reading a 1.7 MB relocation table, and exporting no symbols (the
+/// toolchain's -export-dynamic made every symbol part of each library's lookups, another 1.7 MB).
+/// Not the broadcaster: it uses all of Foundation, whose static form needs ICU's 30 MB.
+let leanListener: [LinkerSetting] = [.unsafeFlags([
+    "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
+    "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+])]
+
 let package = Package(
     name: "PartyCast",
     platforms: [.macOS(.v15)],
@@ -139,7 +150,7 @@ let package = Package(
         .executableTarget(name: "listener", dependencies: [
             "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
+        ], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
             "PartyCastBroadcast", "PartyCastCore", "PartyCastWire",
