@@ -226,8 +226,8 @@ final class ScheduledReader {
     /// Writes output frames `from..<to` by interpolating the input at `position`, advancing it by
     /// `step` per frame. Stops early if the ring runs dry: then an underrun (or the end).
     private func resample(_ out: UnsafeMutableBufferPointer<Float>, from: Int, to: Int, step: Double, streamEnded: Bool) -> (Int, Bool) {
-        dropInput(before: position.frame - Self.halfTaps)
-        refill()
+        // The input is topped up only once it runs out: the frames still ahead are moved to the
+        // buffer's start then, when they are the kernel's few, not each period when they are most.
         let increment = StreamPosition.increment(step)
         var i = from
         while i < to {
