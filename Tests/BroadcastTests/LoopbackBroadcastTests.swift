@@ -24,6 +24,22 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTFail("broadcaster never listened on \(port)")
     }
 
+    /// Shares with `arguments` to two listeners that record to `recordings`1.wav and 2.wav, and
+    /// waits for all three to end, each with status 0; returns the broadcaster's result.
+    func shareToTwoRecordingListeners(_ arguments: [String], recordings: String) throws -> ProcessResult {
+        let port = freePort()
+        let server = try share(arguments, port: port)
+        waitForPort(port)
+        let listeners = try (1...2).map { try join(port: port, output: "wav:\(recordings)\($0).wav") }
+        for (i, l) in listeners.enumerated() {
+            let result = l.wait(timeout: 60)
+            XCTAssertEqual(result.status, 0, "listener \(i + 1) of \(arguments): \(result.stderr)")
+        }
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(served.status, 0, served.stderr)
+        return served
+    }
+
     /// Listeners that join before the start get the whole song from its first sample: Opus
     /// against mpg123's decode (resampled to 48 kHz by sox) ≥ 10 dB, PCM ≥ 50 dB.
     func testListenersGetTheWholeSongFromTheFirstSample() throws {
@@ -34,16 +50,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTAssertEqual(try runProcess("sox", [referencePath, "\(directory)/ref48.wav", "rate", "-v", "48000"]).status, 0)
         let reference48 = try readAudio("\(directory)/ref48.wav")
         for (codec, bar, expected) in [("opus", 10.0, reference48), ("pcm", 50.0, reference)] {
-            let port = freePort()
-            let server = try share([mp3, "--codec", codec, "--start-in", "3"], port: port)
-            waitForPort(port)
-            let listeners = try (1...2).map { try join(port: port, output: "wav:\(directory)/\(codec)\($0).wav") }
-            for (i, l) in listeners.enumerated() {
-                let result = l.wait(timeout: 60)
-                XCTAssertEqual(result.status, 0, "\(codec) listener \(i): \(result.stderr)")
-            }
-            let served = server.wait(timeout: 30)
-            XCTAssertEqual(served.status, 0, served.stderr)
+            let served = try shareToTwoRecordingListeners([mp3, "--codec", codec, "--start-in", "3"], recordings: "\(directory)/\(codec)")
             XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
             for i in 1...2 {
                 let ours = try readAudio("\(directory)/\(codec)\(i).wav")

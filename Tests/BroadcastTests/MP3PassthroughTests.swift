@@ -16,16 +16,7 @@ extension LoopbackBroadcastTests {
         let flac = try fixture("tone.flac")
         let expected = try mpg123Reference(first, in: directory).samples + mpg123Reference(second, in: directory).samples
 
-        let port = freePort()
-        let server = try share([first, flac, otherRate, second, "--codec", "mp3", "--start-in", "3"], port: port)
-        waitForPort(port)
-        let listeners = try (1...2).map { try join(port: port, output: "wav:\(directory)/heard\($0).wav") }
-        for (i, l) in listeners.enumerated() {
-            let result = l.wait(timeout: 60)
-            XCTAssertEqual(result.status, 0, "listener \(i): \(result.stderr)")
-        }
-        let served = server.wait(timeout: 30)
-        XCTAssertEqual(served.status, 0, served.stderr)
+        let served = try shareToTwoRecordingListeners([first, flac, otherRate, second, "--codec", "mp3", "--start-in", "3"], recordings: "\(directory)/heard")
         XCTAssertTrue(served.stderr.contains("skipping tone.flac: it is FLAC, and --codec mp3 sends MP3 files only"), served.stderr)
         XCTAssertTrue(served.stderr.contains("skipping other-rate.mp3: it is 22050 Hz, mono, the broadcast 44100 Hz, stereo"), served.stderr)
         for i in 1...2 {
