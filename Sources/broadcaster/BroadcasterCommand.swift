@@ -39,7 +39,7 @@ struct Share: ParsableCommand {
     @Option(help: "TCP port (0 picks a free one).")
     var port = 7360
 
-    @Option(name: .customLong("control-port"), help: "The remote control's port: the web page and HTTP API (default: the stream port + 1; 0 picks a free one).")
+    @Option(name: .customLong("control-port"), help: "The remote control's port: the web page and HTTP API (default: the stream port + 1, or a free one if that is taken; 0 picks a free one).")
     var controlPort: Int?
 
     @Option(help: "opus (48 kHz, 20 ms packets), pcm (lossless Float32 at the first source's rate) or mp3 (MP3 files' own frames, decoded by each listener as mpg123 does; other sources, and MP3s of another rate than the first, are skipped with a line).")
@@ -104,7 +104,7 @@ struct Share: ParsableCommand {
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
         defer { server.shutdown() }
         // The remote control drives the party's command queue, as the keys below do.
-        let remote = try ControlServer(control: party, host: "0.0.0.0", port: controlPort ?? (port == 0 ? 0 : server.port + 1), key: partyKey, logger: logger)
+        let remote = try remoteControl(party: party, streamPort: server.port, key: partyKey, logger: logger)
         defer { remote.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
@@ -152,6 +152,19 @@ struct Share: ParsableCommand {
         party.sayGoodbye(finished ? "the broadcast is over" : "the broadcaster was stopped")
         publisher?.stop()
         logger.info(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
+    }
+
+    /// The remote control on `--control-port`, else on the stream port + 1, else (that one taken by
+    /// some other program) on a free port: an unasked-for port is no reason to refuse to play.
+    private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, logger: Logger) throws(PartyCastError) -> ControlServer {
+        if let controlPort { return try ControlServer(control: party, host: "0.0.0.0", port: controlPort, key: key, logger: logger) }
+        guard port != 0 else { return try ControlServer(control: party, host: "0.0.0.0", port: 0, key: key, logger: logger) }
+        do throws(PartyCastError) {
+            return try ControlServer(control: party, host: "0.0.0.0", port: streamPort + 1, key: key, logger: logger)
+        } catch {
+            logger.notice("the remote control's usual port \(streamPort + 1) cannot be used (\(error.message)); it takes a free one")
+            return try ControlServer(control: party, host: "0.0.0.0", port: 0, key: key, logger: logger)
+        }
     }
 
     /// A source per argument; one that can't be read is skipped with a line, so the rest plays.
