@@ -10,7 +10,7 @@ PIP_PACKAGES := selenium==4.51.0 schemathesis==4.32.5
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock proto clean
+.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -99,6 +99,13 @@ bench-clock: deps
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release
 	scripts/bench-decode.sh
+
+# Records which functions the listener runs (callgrind over parties and local files) into
+# Sources/listener/link/text-order.txt and relinks it (SwiftPM does not see that file change).
+text-order: release fixtures
+	scripts/order-listener-text.sh .build/release $(FIXTURES)
+	rm -f .build/release/listener
+	swift build -c release --product listener
 
 # Regenerates the Swift for Proto/partycast.proto (builds protoc-gen-swift once, ~1-10 min).
 proto: deps

@@ -13,10 +13,16 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 /// own shims are not in the toolchain's static link list), by lld, whose packed relative relocations
 /// (RELR) keep the loader from reading a 1.7 MB relocation table, and exporting no symbols (the
 /// toolchain's -export-dynamic made every symbol part of each library's lookups, another 1.7 MB).
+/// The sections of the functions a listener runs go first, as `make text-order` recorded them, so they
+/// share fewer pages (each first call into scattered text maps a 64 KB block), and libstdc++ is linked
+/// from its archive (Sources/listener/link/libstdc++.so says why).
 /// Not the broadcaster: it uses all of Foundation, whose static form needs ICU's 30 MB.
+let listenerLinkInputs = "\(Context.packageDirectory)/Sources/listener/link"
 let leanListener: [LinkerSetting] = [.unsafeFlags([
     "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
     "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+    "-Xlinker", "--symbol-ordering-file=\(listenerLinkInputs)/text-order.txt", "-Xlinker", "--no-warn-symbol-ordering",
+    "-L\(listenerLinkInputs)",
 ])]
 
 let package = Package(
@@ -150,7 +156,7 @@ let package = Package(
         .executableTarget(name: "listener", dependencies: [
             "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], linkerSettings: leanListener),
+        ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
             "PartyCastBroadcast", "PartyCastCore", "PartyCastWire",
