@@ -157,12 +157,11 @@ struct Share: ParsableCommand {
     /// The remote control on `--control-port`, else on the stream port + 1, else (that one taken by
     /// some other program) on a free port: an unasked-for port is no reason to refuse to play.
     private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, logger: Logger) throws(PartyCastError) -> ControlServer {
-        if let controlPort { return try ControlServer(control: party, host: "0.0.0.0", port: controlPort, key: key, logger: logger) }
-        guard port != 0 else { return try ControlServer(control: party, host: "0.0.0.0", port: 0, key: key, logger: logger) }
+        let preferred = controlPort ?? (port == 0 ? 0 : streamPort + 1)
         do throws(PartyCastError) {
-            return try ControlServer(control: party, host: "0.0.0.0", port: streamPort + 1, key: key, logger: logger)
-        } catch {
-            logger.notice("the remote control's usual port \(streamPort + 1) cannot be used (\(error.message)); it takes a free one")
+            return try ControlServer(control: party, host: "0.0.0.0", port: preferred, key: key, logger: logger)
+        } catch where controlPort == nil && preferred != 0 {
+            logger.notice("the remote control's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
             return try ControlServer(control: party, host: "0.0.0.0", port: 0, key: key, logger: logger)
         }
     }
