@@ -58,6 +58,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
     var errors = (new: Errors(), baseline: Errors())
     var inFlight: [(arrival: Int64, sample: ClockSample)] = []
     var nextSend: Int64 = 0, nextProbe: Int64 = 0
+    // ClockRequester never sends faster than half the least of the last 32 round trips.
+    var roundTrips: [Int64] = []
 
     while nextProbe <= duration {
         let nextArrival = inFlight.min { $0.arrival < $1.arrival }?.arrival ?? .max
@@ -66,6 +68,7 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
             let sample = inFlight.remove(at: index).sample
             estimator.add(sample)
             baseline.add(sample)
+            roundTrips = roundTrips.suffix(31) + [sample.roundTrip]
         } else if nextSend <= nextProbe {
             if nextSend >= judgedFrom { errors.new.exchanges += 1 }
             if let received = outbound.arrival(sentAt: nextSend, random: &random) {
@@ -76,7 +79,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
                     inFlight.append((arrival, sample))
                 }
             }
-            nextSend += schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise)
+            nextSend += max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise),
+                            schedule == .adaptive ? (roundTrips.min() ?? 0) / 2 : 0)
         } else {
             if nextProbe >= judgedFrom {
                 let truth = joinTime + clock.remote(atLocal: nextProbe)
