@@ -63,6 +63,7 @@ done
 nm --defined-only "$work/listener" | awk '$2 ~ /^[tT]$/ && count[$3]++ == 1 { print $3 }' >"$work/shared-names"
 awk 'FILENAME == shared { skip[$0] = 1; next }
      /^ob=/ { ours = ($0 ~ /\/listener$/) }
-     /^fn=/ && ours { name = substr($0, 4); if (name !~ /^0x/ && !skip[name] && !seen[name]++) print name }' \
+     /^fn=/ && ours { name = substr($0, 4); sub(/\047[0-9]+$/, "", name)  # callgrind marks recursion levels: f\0472
+                      if (name !~ /^0x/ && !skip[name] && !seen[name]++) print name }' \
   shared="$work/shared-names" "$work/shared-names" $(for run in $(seq "$profiled"); do echo "$work/run$run.out"; done) >"$out"
 echo "order-listener-text: $(wc -l <"$out") functions from $profiled runs in $out"
