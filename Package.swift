@@ -8,6 +8,13 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
     .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt([apt])])
 }
 
+/// A C library PartyCast opens at its first use (dlopen, through loadCLibrary) rather than links: its
+/// shim resolves the functions PartyCast calls. No pkg-config: its link flags would put the library
+/// back in every program's start-up, and its headers are on the default include path.
+func lazySystemLibrary(_ name: String, apt: String) -> Target {
+    .systemLibrary(name: name, providers: [.apt([apt])])
+}
+
 /// How the listener is linked, to load less on a Pi (issue 14): the Swift runtime and FoundationEssentials
 /// linked in statically (what a program calls is pulled in, not whole shared libraries; FoundationEssentials'
 /// own shims are not in the toolchain's static link list), by lld, whose packed relative relocations
@@ -15,7 +22,8 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 /// toolchain's -export-dynamic made every symbol part of each library's lookups, another 1.7 MB).
 /// The sections of the functions a listener runs go first, as `make text-order` recorded them, so they
 /// share fewer pages (each first call into scattered text maps a 64 KB block), and libstdc++ is linked
-/// from its archive (Sources/listener/link/libstdc++.so says why).
+/// from its archive (Sources/listener/link/libstdc++.so says why). The libraries only some jobs use are
+/// not linked at all (`lazySystemLibrary`).
 /// Not the broadcaster: it uses all of Foundation, whose static form needs ICU's 30 MB.
 let listenerLinkInputs = "\(Context.packageDirectory)/Sources/listener/link"
 let leanListener: [LinkerSetting] = [.unsafeFlags([
@@ -55,12 +63,12 @@ let package = Package(
     targets: [
         systemLibrary("CMPG123", pkgConfig: "libmpg123", apt: "libmpg123-dev"),
         systemLibrary("COpus", pkgConfig: "opus", apt: "libopus-dev"),
-        systemLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
-        systemLibrary("CAvahi", pkgConfig: "avahi-client", apt: "libavahi-client-dev"),
+        lazySystemLibrary("CALSA", apt: "libasound2-dev"),
+        lazySystemLibrary("CAvahi", apt: "libavahi-client-dev"),
         systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
-        systemLibrary("CFAAD2", pkgConfig: "faad2", apt: "libfaad-dev"),
-        systemLibrary("CFLAC", pkgConfig: "flac", apt: "libflac-dev"),
-        systemLibrary("CVorbisFile", pkgConfig: "vorbisfile", apt: "libvorbis-dev"),
+        lazySystemLibrary("CFAAD2", apt: "libfaad-dev"),
+        lazySystemLibrary("CFLAC", apt: "libflac-dev"),
+        lazySystemLibrary("CVorbisFile", apt: "libvorbis-dev"),
         systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
 
         // Errors, formats, clocks and the one place syscalls go through.

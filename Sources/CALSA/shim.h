@@ -1,12 +1,47 @@
 #ifndef PARTYCAST_CALSA_SHIM_H
 #define PARTYCAST_CALSA_SHIM_H
 #include <alsa/asoundlib.h>
+#include <dlfcn.h>
+#include <stddef.h>
+
+/* The libasound functions PartyCast calls, resolved at their first use rather than at start-up:
+   only the alsa output maps alsa-lib (a listener on the virtual card or a file never does). */
+#define PARTYCAST_ALSA_FUNCTIONS(F) \
+    F(snd_pcm_open) \
+    F(snd_pcm_set_params) \
+    F(snd_pcm_get_params) \
+    F(snd_pcm_writei) \
+    F(snd_pcm_recover) \
+    F(snd_pcm_delay) \
+    F(snd_pcm_avail_delay) \
+    F(snd_pcm_wait) \
+    F(snd_pcm_drain) \
+    F(snd_pcm_close) \
+    F(snd_strerror) \
+    F(snd_lib_error_set_handler)
+
+typedef struct {
+#define PARTYCAST_ALSA_FIELD(name) __typeof__(name) *_Nonnull name;
+    PARTYCAST_ALSA_FUNCTIONS(PARTYCAST_ALSA_FIELD)
+#undef PARTYCAST_ALSA_FIELD
+} PartyCastALSAFunctions;
+
+/* Opens libasound.so.2 and fills `functions`: NULL, or dlerror()'s words. */
+static inline const char *_Nullable partycast_alsa_open(PartyCastALSAFunctions *_Nonnull functions) {
+    void *library = dlopen("libasound.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) return dlerror();
+#define PARTYCAST_ALSA_RESOLVE(name) if ((*(void **)&functions->name = dlsym(library, #name)) == NULL) return dlerror();
+    PARTYCAST_ALSA_FUNCTIONS(PARTYCAST_ALSA_RESOLVE)
+#undef PARTYCAST_ALSA_RESOLVE
+    return NULL;
+}
+
 // alsa-lib prints its own diagnostics to stderr; PartyCast reports ALSA errors itself, in one line.
 // The handler type is variadic, which Swift cannot implement, hence this C wrapper.
 static void partycast_alsa_ignore_error(const char *file, int line, const char *function, int err, const char *fmt, ...) {
     (void)file; (void)line; (void)function; (void)err; (void)fmt;
 }
-static inline void partycast_alsa_silence_library_messages(void) {
-    snd_lib_error_set_handler(partycast_alsa_ignore_error);
+static inline void partycast_alsa_silence_library_messages(const PartyCastALSAFunctions *_Nonnull alsa) {
+    alsa->snd_lib_error_set_handler(partycast_alsa_ignore_error);
 }
 #endif

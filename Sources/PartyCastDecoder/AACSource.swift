@@ -2,6 +2,9 @@ import CFAAD2
 import PartyCastCore
 import PartyCastMP3Parser
 
+/// libfaad, opened by the first AAC stream.
+private let faadLibrary = loadCLibrary("libfaad", code: .decoder, partycast_faad_open)
+
 /// An AAC stream in ADTS framing (AAC-LC, and HE-AAC v1/v2 as libfaad2 decodes them) as PCM.
 /// Frames are found in Swift (`ADTSScanner`), which skips garbage and resyncs after a reconnect,
 /// and handed to libfaad2 one at a time.
@@ -21,6 +24,7 @@ public final class AACSource: PCMSource {
     static let maxParsedTag = 8 << 20
 
     private let bytes: ByteSource
+    private let faad: PartyCastFAADFunctions
     private var scanner = ADTSScanner(startOffset: 0)
     private var decoder: NeAACDecHandle?
     /// Where the audio starts: after any ID3v2 tag.
@@ -49,9 +53,12 @@ public final class AACSource: PCMSource {
         return .exact(frames: max(index.count - 1, 0) * samplesPerFrame)
     }
 
-    public init(bytes: ByteSource) { self.bytes = bytes }
+    public init(bytes: ByteSource) throws(PartyCastError) {
+        self.bytes = bytes
+        faad = try faadLibrary.get()
+    }
 
-    deinit { if let decoder { NeAACDecClose(decoder) } }
+    deinit { if let decoder { faad.NeAACDecClose(decoder) } }
 
     public func prepare() throws(PartyCastError) {
         guard !isPrepared else { return }
@@ -121,7 +128,7 @@ public final class AACSource: PCMSource {
         guard let decoder else { return true }
         var info = NeAACDecFrameInfo()
         let decoded = frame.withUnsafeBufferPointer {
-            NeAACDecDecode(decoder, &info, UnsafeMutablePointer(mutating: $0.baseAddress), UInt($0.count))
+            faad.NeAACDecDecode(decoder, &info, UnsafeMutablePointer(mutating: $0.baseAddress), UInt($0.count))
         }
         guard info.error == 0, let decoded else {
             concealedPackets += 1
@@ -157,20 +164,20 @@ public final class AACSource: PCMSource {
 
     /// A fresh libfaad2 decoder, configured by `frame`'s ADTS header; its first frame's output is dropped.
     private func startDecoder(with frame: [UInt8]) throws(PartyCastError) {
-        if let decoder { NeAACDecClose(decoder) }
-        guard let handle = NeAACDecOpen() else { throw PartyCastError(.decoder, "libfaad2 could not start") }
+        if let decoder { faad.NeAACDecClose(decoder) }
+        guard let handle = faad.NeAACDecOpen() else { throw PartyCastError(.decoder, "libfaad2 could not start") }
         decoder = handle
-        if let config = NeAACDecGetCurrentConfiguration(handle) {
+        if let config = faad.NeAACDecGetCurrentConfiguration(handle) {
             config.pointee.outputFormat = UInt8(FAAD_FMT_FLOAT)
-            NeAACDecSetConfiguration(handle, config)
+            faad.NeAACDecSetConfiguration(handle, config)
         }
         var rate: UInt = 0
         var channels: UInt8 = 0
         let result = frame.withUnsafeBufferPointer {
-            NeAACDecInit(handle, UnsafeMutablePointer(mutating: $0.baseAddress), UInt($0.count), &rate, &channels)
+            faad.NeAACDecInit(handle, UnsafeMutablePointer(mutating: $0.baseAddress), UInt($0.count), &rate, &channels)
         }
         if result < 0 {
-            NeAACDecClose(handle)
+            faad.NeAACDecClose(handle)
             decoder = nil
             concealedPackets += 1
         }
@@ -201,7 +208,7 @@ public final class AACSource: PCMSource {
         let offset = startFrame < index.count ? index[startFrame] : scanner.nextReadOffset
         try bytes.seek(to: offset)
         scanner = ADTSScanner(startOffset: offset)
-        if let decoder { NeAACDecClose(decoder) }
+        if let decoder { faad.NeAACDecClose(decoder) }
         decoder = nil
         pending.removeAll(keepingCapacity: true)
         outputPosition = startFrame * samplesPerFrame
@@ -226,7 +233,7 @@ extension AACSource: SniffedDecoder {
         return frames == 3 || frames > 0 && p + 7 > head.endIndex
     }
 
-    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { AACSource(bytes: bytes) }
+    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { try AACSource(bytes: bytes) }
 }
 
 /// The 7-byte fixed part of an ADTS frame header, with the fields that must stay the same from

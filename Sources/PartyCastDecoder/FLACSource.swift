@@ -1,11 +1,15 @@
 import CFLAC
 import PartyCastCore
 
+/// libFLAC, opened by the first FLAC stream.
+private let flacLibrary = loadCLibrary("libFLAC", code: .decoder, partycast_flac_open)
+
 /// A FLAC stream as PCM through libFLAC's stream decoder, reading the `ByteSource` through
 /// callbacks: seekable sources get libFLAC's sample-exact seeking, live ones play straight through.
 /// libFLAC skips an ID3v2 tag before "fLaC" itself.
 public final class FLACSource: PCMSource {
     fileprivate let bytes: CallbackBytes
+    private let flac: PartyCastFLACFunctions
     private let decoder: UnsafeMutablePointer<FLAC__StreamDecoder>
     private var streamInfo: FLAC__StreamMetadata_StreamInfo?
     /// What the write callback decoded and `produce` has not handed out yet.
@@ -27,22 +31,23 @@ public final class FLACSource: PCMSource {
     }
 
     public init(bytes source: ByteSource) throws(PartyCastError) {
-        guard let decoder = FLAC__stream_decoder_new() else { throw PartyCastError(.decoder, "libFLAC could not start") }
+        flac = try flacLibrary.get()
+        guard let decoder = flac.FLAC__stream_decoder_new() else { throw PartyCastError(.decoder, "libFLAC could not start") }
         self.decoder = decoder
         bytes = CallbackBytes(source)
-        FLAC__stream_decoder_set_md5_checking(decoder, 0)
-        FLAC__stream_decoder_set_metadata_respond(decoder, FLAC__METADATA_TYPE_VORBIS_COMMENT)
+        flac.FLAC__stream_decoder_set_md5_checking(decoder, 0)
+        flac.FLAC__stream_decoder_set_metadata_respond(decoder, FLAC__METADATA_TYPE_VORBIS_COMMENT)
         let seekable = source.canSeek
-        let status = FLAC__stream_decoder_init_stream(
+        let status = flac.FLAC__stream_decoder_init_stream(
             decoder, flacRead, seekable ? flacSeek : nil, seekable ? flacTell : nil, seekable ? flacLength : nil,
             flacEOF, flacWrite, flacMetadata, flacError, Unmanaged.passUnretained(self).toOpaque())
         guard status == FLAC__STREAM_DECODER_INIT_STATUS_OK else {
-            FLAC__stream_decoder_delete(decoder)
+            flac.FLAC__stream_decoder_delete(decoder)
             throw PartyCastError(.decoder, "libFLAC could not start (init status \(status.rawValue))")
         }
     }
 
-    deinit { FLAC__stream_decoder_delete(decoder) }
+    deinit { flac.FLAC__stream_decoder_delete(decoder) }
 
     fileprivate static func from(_ context: UnsafeMutableRawPointer?) -> FLACSource {
         Unmanaged<FLACSource>.fromOpaque(context!).takeUnretainedValue()
@@ -50,7 +55,7 @@ public final class FLACSource: PCMSource {
 
     public func prepare() throws(PartyCastError) {
         guard format == nil else { return }
-        let ok = FLAC__stream_decoder_process_until_end_of_metadata(decoder)
+        let ok = flac.FLAC__stream_decoder_process_until_end_of_metadata(decoder)
         try bytes.rethrowFailure()
         guard ok != 0, let info = streamInfo else {
             throw PartyCastError(.notAudio, "not a readable FLAC stream (no STREAMINFO block)")
@@ -65,10 +70,10 @@ public final class FLACSource: PCMSource {
     public func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
         try prepare()
         while decoded.isEmpty {
-            if pastEnd || FLAC__stream_decoder_get_state(decoder) == FLAC__STREAM_DECODER_END_OF_STREAM { return false }
-            let ok = FLAC__stream_decoder_process_single(decoder)
+            if pastEnd || flac.FLAC__stream_decoder_get_state(decoder) == FLAC__STREAM_DECODER_END_OF_STREAM { return false }
+            let ok = flac.FLAC__stream_decoder_process_single(decoder)
             try bytes.rethrowFailure()
-            if ok == 0, FLAC__stream_decoder_get_state(decoder) != FLAC__STREAM_DECODER_END_OF_STREAM {
+            if ok == 0, flac.FLAC__stream_decoder_get_state(decoder) != FLAC__STREAM_DECODER_END_OF_STREAM {
                 throw PartyCastError(.decoder, "libFLAC stopped: \(stateText)")
             }
         }
@@ -89,17 +94,17 @@ public final class FLACSource: PCMSource {
             return
         }
         pastEnd = false
-        let ok = FLAC__stream_decoder_seek_absolute(decoder, target)
+        let ok = flac.FLAC__stream_decoder_seek_absolute(decoder, target)
         try bytes.rethrowFailure()
         guard ok != 0 else {
             decoded.removeAll(keepingCapacity: true)
-            FLAC__stream_decoder_flush(decoder)
+            flac.FLAC__stream_decoder_flush(decoder)
             throw PartyCastError(.decoder, "libFLAC could not seek to sample \(target): \(stateText)")
         }
     }
 
     private var stateText: String {
-        String(cString: FLAC__stream_decoder_get_resolved_state_string(decoder))
+        flac.FLAC__stream_decoder_get_resolved_state_string(decoder).map { String(cString: $0) } ?? "unknown state"
     }
 
     fileprivate func write(_ frame: FLAC__Frame, _ channelData: UnsafePointer<UnsafePointer<FLAC__int32>?>) {

@@ -2,6 +2,9 @@ import CVorbisFile
 import Glibc
 import PartyCastCore
 
+/// libvorbisfile, opened by the first Ogg Vorbis stream.
+private let vorbisfileLibrary = loadCLibrary("libvorbisfile", code: .decoder, partycast_vorbisfile_open)
+
 /// An Ogg Vorbis stream as PCM through libvorbisfile, which trims to the granule positions (gapless)
 /// and, on a seekable source, knows the exact length and seeks to the sample.
 public final class VorbisSource: PCMSource {
@@ -11,6 +14,7 @@ public final class VorbisSource: PCMSource {
     static let maxErrorsInARow = 1000
 
     private let bytes: CallbackBytes
+    private let vorbisfile: PartyCastVorbisFileFunctions
     private let file = UnsafeMutablePointer<OggVorbis_File>.allocate(capacity: 1)
     private var isOpen = false
     private var pastEnd = false
@@ -24,12 +28,13 @@ public final class VorbisSource: PCMSource {
     public var isSeekable: Bool { bytes.source.canSeek }
     public var wakeProducer: (@Sendable () -> Void)? { bytes.source.wakeReader }
 
-    public init(bytes source: ByteSource) {
+    public init(bytes source: ByteSource) throws(PartyCastError) {
         bytes = CallbackBytes(source)
+        vorbisfile = try vorbisfileLibrary.get()
     }
 
     deinit {
-        if isOpen { ov_clear(file) }
+        if isOpen { vorbisfile.ov_clear(file) }
         file.deallocate()
     }
 
@@ -38,7 +43,7 @@ public final class VorbisSource: PCMSource {
         let callbacks = ov_callbacks(read_func: vorbisRead, seek_func: isSeekable ? vorbisSeek : nil, close_func: nil,
                                      tell_func: vorbisTell)
         bytes.readBudget = Self.headerBudget
-        let result = ov_open_callbacks(bytes.context, file, nil, 0, callbacks)
+        let result = vorbisfile.ov_open_callbacks(bytes.context, file, nil, 0, callbacks)
         bytes.readBudget = nil
         try bytes.rethrowFailure()
         switch result {
@@ -51,15 +56,15 @@ public final class VorbisSource: PCMSource {
             throw PartyCastError(.decoder, "libvorbisfile could not open the stream (error \(result))")
         }
         isOpen = true
-        guard let info = ov_info(file, -1)?.pointee, info.rate > 0, info.channels > 0 else {
+        guard let info = vorbisfile.ov_info(file, -1)?.pointee, info.rate > 0, info.channels > 0 else {
             throw PartyCastError(.unsupportedFormat, "the Vorbis stream claims no sample rate or no channels")
         }
         format = AudioFormat(sampleRate: info.rate, channels: Int(info.channels))
-        if ov_seekable(file) != 0 {
-            let total = ov_pcm_total(file, -1)
+        if vorbisfile.ov_seekable(file) != 0 {
+            let total = vorbisfile.ov_pcm_total(file, -1)
             if total >= 0 { duration = .exact(frames: Int(total)) }
         }
-        if let comment = ov_comment(file, -1)?.pointee {
+        if let comment = vorbisfile.ov_comment(file, -1)?.pointee {
             tags = VorbisComments.tags(count: comment.comments, texts: comment.user_comments, lengths: comment.comment_lengths)
         }
     }
@@ -71,7 +76,7 @@ public final class VorbisSource: PCMSource {
         while true {
             var planes: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>? = nil
             var link: Int32 = 0
-            let frames = ov_read_float(file, &planes, 4096, &link)
+            let frames = vorbisfile.ov_read_float(file, &planes, 4096, &link)
             try bytes.rethrowFailure()
             if frames == 0 { return false }
             if frames < 0 {
@@ -83,7 +88,7 @@ public final class VorbisSource: PCMSource {
                 }
                 continue
             }
-            guard let planes, Int(ov_info(file, link)?.pointee.channels ?? 0) == format.channels else {
+            guard let planes, Int(vorbisfile.ov_info(file, link)?.pointee.channels ?? 0) == format.channels else {
                 concealedPackets += 1
                 continue
             }
@@ -101,7 +106,7 @@ public final class VorbisSource: PCMSource {
             return
         }
         pastEnd = false
-        let result = ov_pcm_seek(file, Int64(max(frame, 0)))
+        let result = vorbisfile.ov_pcm_seek(file, Int64(max(frame, 0)))
         try bytes.rethrowFailure()
         guard result == 0 else { throw PartyCastError(.decoder, "libvorbisfile could not seek to sample \(frame) (error \(result))") }
     }
@@ -126,7 +131,7 @@ extension VorbisSource: SniffedDecoder {
         OggPage.firstPacket(in: head)?.starts(with: [1] + Array("vorbis".utf8)) == true
     }
 
-    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { VorbisSource(bytes: bytes) }
+    public static func open(_ bytes: ByteSource) throws(PartyCastError) -> PCMSource { try VorbisSource(bytes: bytes) }
 }
 
 /// The start of an Ogg stream, enough for sniffing which codec its first packet announces.

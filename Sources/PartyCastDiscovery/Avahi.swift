@@ -34,11 +34,18 @@ public enum PartyCastService {
 /// `PartyCastError` carrying avahi's own words (avahi_strerror). Pointers to avahi's objects are
 /// opaque; the callers own them and free them through the functions here.
 enum Avahi {
+    /// avahi's functions, resolved at the first poll loop (mDNS's first use), never before.
+    private static let library = loadCLibrary("libavahi-client", code: .io, partycast_avahi_open)
+    private static var functions: PartyCastAvahiFunctions {
+        guard case .success(let functions) = library else { preconditionFailure("avahi called before newThreadedPoll loaded it") }
+        return functions
+    }
+
     static let anyInterface = AvahiIfIndex(AVAHI_IF_UNSPEC)
     static let ipv4 = AvahiProtocol(AVAHI_PROTO_INET)
 
     /// avahi's text for an error code ("Daemon not running", …).
-    static func text(_ code: Int32) -> String { String(cString: avahi_strerror(code)) }
+    static func text(_ code: Int32) -> String { functions.avahi_strerror(code).map { String(cString: $0) } ?? "error \(code)" }
 
     static let unavailableAdvice = "avahi-daemon is not running: start it, or give the broadcaster's address (--host to join it, --url to control it)"
 
@@ -50,7 +57,7 @@ enum Avahi {
         return PartyCastError(.io, "avahi: \(what): \(text(code))")
     }
 
-    static func clientErrno(_ client: OpaquePointer) -> Int32 { avahi_client_errno(client) }
+    static func clientErrno(_ client: OpaquePointer) -> Int32 { functions.avahi_client_errno(client) }
 
     /// Throws when a call returning a negative avahi error code failed.
     static func check(_ result: Int32, _ what: @autoclosure () -> String) throws(PartyCastError) {
@@ -60,33 +67,36 @@ enum Avahi {
     // MARK: The poll loop (avahi's own thread)
 
     static func newThreadedPoll() throws(PartyCastError) -> OpaquePointer {
-        guard let poll = avahi_threaded_poll_new() else { throw error("cannot create a poll loop", Int32(AVAHI_ERR_NO_MEMORY)) }
+        let avahi = try library.get()
+        guard let poll = avahi.avahi_threaded_poll_new() else { throw error("cannot create a poll loop", Int32(AVAHI_ERR_NO_MEMORY)) }
         return poll
     }
 
-    static func pollAPI(_ poll: OpaquePointer) -> UnsafePointer<AvahiPoll> { avahi_threaded_poll_get(poll) }
+    static func pollAPI(_ poll: OpaquePointer) -> UnsafePointer<AvahiPoll>? { functions.avahi_threaded_poll_get(poll) }
 
     static func startPoll(_ poll: OpaquePointer) throws(PartyCastError) {
-        try check(avahi_threaded_poll_start(poll), "cannot start its poll thread")
+        try check(functions.avahi_threaded_poll_start(poll), "cannot start its poll thread")
     }
 
     /// Stops and joins the loop's thread; never from that thread.
-    static func stopPoll(_ poll: OpaquePointer) { _ = avahi_threaded_poll_stop(poll) }
-    static func lockPoll(_ poll: OpaquePointer) { avahi_threaded_poll_lock(poll) }
-    static func unlockPoll(_ poll: OpaquePointer) { avahi_threaded_poll_unlock(poll) }
-    static func freePoll(_ poll: OpaquePointer) { avahi_threaded_poll_free(poll) }
+    static func stopPoll(_ poll: OpaquePointer) { _ = functions.avahi_threaded_poll_stop(poll) }
+    static func lockPoll(_ poll: OpaquePointer) { functions.avahi_threaded_poll_lock(poll) }
+    static func unlockPoll(_ poll: OpaquePointer) { functions.avahi_threaded_poll_unlock(poll) }
+    static func freePoll(_ poll: OpaquePointer) { functions.avahi_threaded_poll_free(poll) }
 
     /// A timeout firing `milliseconds` from now on the loop's thread, or disarmed when nil.
     static func newTimeout(_ api: UnsafePointer<AvahiPoll>, milliseconds: Int?, _ callback: AvahiTimeoutCallback,
                            _ context: UnsafeMutableRawPointer) throws(PartyCastError) -> OpaquePointer {
-        guard let timeout = partycast_avahi_timeout_new(api, Int32(milliseconds ?? -1), callback, context) else {
+        var avahi = functions
+        guard let timeout = partycast_avahi_timeout_new(&avahi, api, Int32(milliseconds ?? -1), callback, context) else {
             throw error("cannot create a timer", Int32(AVAHI_ERR_NO_MEMORY))
         }
         return timeout
     }
 
     static func arm(_ api: UnsafePointer<AvahiPoll>, _ timeout: OpaquePointer, milliseconds: Int?) {
-        partycast_avahi_timeout_update(api, timeout, Int32(milliseconds ?? -1))
+        var avahi = functions
+        partycast_avahi_timeout_update(&avahi, api, timeout, Int32(milliseconds ?? -1))
     }
 
     static func freeTimeout(_ api: UnsafePointer<AvahiPoll>, _ timeout: OpaquePointer) { partycast_avahi_timeout_free(api, timeout) }
@@ -100,33 +110,33 @@ enum Avahi {
     static func newClient(_ api: UnsafePointer<AvahiPoll>, waitForDaemon: Bool, _ callback: AvahiClientCallback,
                           _ context: UnsafeMutableRawPointer, code: inout Int32) throws(PartyCastError) -> OpaquePointer {
         let flags = waitForDaemon ? AVAHI_CLIENT_NO_FAIL : AvahiClientFlags(rawValue: 0)
-        guard let client = avahi_client_new(api, flags, callback, context, &code) else {
+        guard let client = functions.avahi_client_new(api, flags, callback, context, &code) else {
             throw error("cannot connect to avahi-daemon", code)
         }
         return client
     }
 
-    static func freeClient(_ client: OpaquePointer) { avahi_client_free(client) }
+    static func freeClient(_ client: OpaquePointer) { functions.avahi_client_free(client) }
 
     // MARK: Publishing
 
     static func newEntryGroup(_ client: OpaquePointer, _ callback: AvahiEntryGroupCallback,
                               _ context: UnsafeMutableRawPointer) throws(PartyCastError) -> OpaquePointer {
-        guard let group = avahi_entry_group_new(client, callback, context) else {
+        guard let group = functions.avahi_entry_group_new(client, callback, context) else {
             throw error("cannot create an entry group", clientErrno(client))
         }
         return group
     }
 
-    static func freeEntryGroup(_ group: OpaquePointer) { _ = avahi_entry_group_free(group) }
+    static func freeEntryGroup(_ group: OpaquePointer) { _ = functions.avahi_entry_group_free(group) }
 
-    static func isEmpty(_ group: OpaquePointer) -> Bool { avahi_entry_group_is_empty(group) != 0 }
+    static func isEmpty(_ group: OpaquePointer) -> Bool { functions.avahi_entry_group_is_empty(group) != 0 }
 
     /// Adds the service (IPv4, every interface) to the group; false when this avahi-daemon already
     /// holds a service of that name (a local collision: pick another name).
     static func addService(_ group: OpaquePointer, name: String, type: String, port: UInt16, txt: [String: String]) throws(PartyCastError) -> Bool {
         let result = withStringList(txt) { list in
-            avahi_entry_group_add_service_strlst(group, anyInterface, ipv4, AvahiPublishFlags(rawValue: 0),
+            functions.avahi_entry_group_add_service_strlst(group, anyInterface, ipv4, AvahiPublishFlags(rawValue: 0),
                                                  name, type, nil, nil, port, list)
         }
         if result == Int32(AVAHI_ERR_COLLISION) { return false }
@@ -135,16 +145,16 @@ enum Avahi {
     }
 
     static func commit(_ group: OpaquePointer) throws(PartyCastError) {
-        try check(avahi_entry_group_commit(group), "cannot publish the entry group")
+        try check(functions.avahi_entry_group_commit(group), "cannot publish the entry group")
     }
 
     static func reset(_ group: OpaquePointer) throws(PartyCastError) {
-        try check(avahi_entry_group_reset(group), "cannot withdraw the entry group")
+        try check(functions.avahi_entry_group_reset(group), "cannot withdraw the entry group")
     }
 
     static func updateTXT(_ group: OpaquePointer, name: String, type: String, txt: [String: String]) throws(PartyCastError) {
         let result = withStringList(txt) { list in
-            avahi_entry_group_update_service_txt_strlst(group, anyInterface, ipv4, AvahiPublishFlags(rawValue: 0),
+            functions.avahi_entry_group_update_service_txt_strlst(group, anyInterface, ipv4, AvahiPublishFlags(rawValue: 0),
                                                         name, type, nil, list)
         }
         try check(result, "cannot update the TXT records of \"\(name)\"")
@@ -152,8 +162,8 @@ enum Avahi {
 
     /// "Name" → "Name #2" → "Name #3"…, avahi's choice.
     static func alternativeName(_ name: String) -> String {
-        guard let alternative = avahi_alternative_service_name(name) else { return name + " #2" }
-        defer { avahi_free(alternative) }
+        guard let alternative = functions.avahi_alternative_service_name(name) else { return name + " #2" }
+        defer { functions.avahi_free(alternative) }
         return String(cString: alternative)
     }
 
@@ -161,33 +171,33 @@ enum Avahi {
 
     static func newServiceBrowser(_ client: OpaquePointer, type: String, _ callback: AvahiServiceBrowserCallback,
                                   _ context: UnsafeMutableRawPointer) throws(PartyCastError) -> OpaquePointer {
-        guard let browser = avahi_service_browser_new(client, anyInterface, ipv4, type, nil,
+        guard let browser = functions.avahi_service_browser_new(client, anyInterface, ipv4, type, nil,
                                                       AvahiLookupFlags(rawValue: 0), callback, context) else {
             throw error("cannot browse for \(type)", clientErrno(client))
         }
         return browser
     }
 
-    static func freeServiceBrowser(_ browser: OpaquePointer) { _ = avahi_service_browser_free(browser) }
+    static func freeServiceBrowser(_ browser: OpaquePointer) { _ = functions.avahi_service_browser_free(browser) }
 
-    static func browserClient(_ browser: OpaquePointer) -> OpaquePointer { avahi_service_browser_get_client(browser) }
+    static func browserClient(_ browser: OpaquePointer) -> OpaquePointer? { functions.avahi_service_browser_get_client(browser) }
 
     /// Resolves a browsed service to its host, IPv4 address, port and TXT records.
     static func newServiceResolver(_ client: OpaquePointer, interface: AvahiIfIndex, protocol: AvahiProtocol,
                                    name: UnsafePointer<CChar>, type: UnsafePointer<CChar>, domain: UnsafePointer<CChar>?,
                                    _ callback: AvahiServiceResolverCallback, _ context: UnsafeMutableRawPointer) throws(PartyCastError) -> OpaquePointer {
-        guard let resolver = avahi_service_resolver_new(client, interface, `protocol`, name, type, domain, ipv4,
+        guard let resolver = functions.avahi_service_resolver_new(client, interface, `protocol`, name, type, domain, ipv4,
                                                         AvahiLookupFlags(rawValue: 0), callback, context) else {
             throw error("cannot resolve \"\(String(cString: name))\"", clientErrno(client))
         }
         return resolver
     }
 
-    static func freeServiceResolver(_ resolver: OpaquePointer) { _ = avahi_service_resolver_free(resolver) }
+    static func freeServiceResolver(_ resolver: OpaquePointer) { _ = functions.avahi_service_resolver_free(resolver) }
 
     static func addressText(_ address: UnsafePointer<AvahiAddress>) -> String {
         var text = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
-        guard avahi_address_snprint(&text, text.count, address) != nil else { return "" }
+        guard functions.avahi_address_snprint(&text, text.count, address) != nil else { return "" }
         return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
@@ -196,8 +206,8 @@ enum Avahi {
     /// Runs `body` with `txt` as an avahi string list ("key=value" items, sorted by key), freed after.
     static func withStringList<T>(_ txt: [String: String], _ body: (UnsafeMutablePointer<AvahiStringList>?) -> T) -> T {
         var list: UnsafeMutablePointer<AvahiStringList>? = nil
-        for (key, value) in txt.sorted(by: { $0.key > $1.key }) { list = avahi_string_list_add_pair(list, key, value) }
-        defer { avahi_string_list_free(list) }
+        for (key, value) in txt.sorted(by: { $0.key > $1.key }) { list = functions.avahi_string_list_add_pair(list, key, value) }
+        defer { functions.avahi_string_list_free(list) }
         return body(list)
     }
 
@@ -207,12 +217,12 @@ enum Avahi {
         while let current = item {
             var key: UnsafeMutablePointer<CChar>? = nil
             var value: UnsafeMutablePointer<CChar>? = nil
-            if avahi_string_list_get_pair(current, &key, &value, nil) == 0, let key {
+            if functions.avahi_string_list_get_pair(current, &key, &value, nil) == 0, let key {
                 result[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-                avahi_free(key)
-                if let value { avahi_free(value) }
+                functions.avahi_free(key)
+                if let value { functions.avahi_free(value) }
             }
-            item = avahi_string_list_get_next(current)
+            item = functions.avahi_string_list_get_next(current)
         }
         return result
     }
@@ -239,7 +249,11 @@ final class AvahiLoop: @unchecked Sendable {
 
     init() throws(PartyCastError) {
         poll = try Avahi.newThreadedPoll()
-        api = Avahi.pollAPI(poll)
+        guard let api = Avahi.pollAPI(poll) else {
+            Avahi.freePoll(poll)
+            throw Avahi.error("cannot get its poll loop's interface", Int32(AVAHI_ERR_NO_MEMORY))
+        }
+        self.api = api
         // The loop's first act: note which thread it is, so `locked` called from a callback does
         // not deadlock on the (non-recursive) loop lock.
         do {

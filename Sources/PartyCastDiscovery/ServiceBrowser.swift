@@ -32,9 +32,9 @@ public enum ServiceBrowser {
                 let session = BrowseSession.from(context)
                 switch event {
                 case AVAHI_BROWSER_NEW:
-                    guard let browser, let name, let type else { return }
+                    guard let browser, let name, let type, let client = Avahi.browserClient(browser) else { return }
                     do throws(PartyCastError) {
-                        let resolver = try Avahi.newServiceResolver(Avahi.browserClient(browser), interface: interface, protocol: proto,
+                        let resolver = try Avahi.newServiceResolver(client, interface: interface, protocol: proto,
                                                                     name: name, type: type, domain: domain, BrowseSession.resolved, context!)
                         session.resolvers.insert(resolver)
                     } catch {
@@ -43,7 +43,7 @@ public enum ServiceBrowser {
                 case AVAHI_BROWSER_ALL_FOR_NOW:
                     session.allForNow = true
                 case AVAHI_BROWSER_FAILURE:
-                    if let browser { session.fail(Avahi.error("browsing failed", Avahi.clientErrno(Avahi.browserClient(browser)))) }
+                    session.fail(Avahi.error("browsing failed", browser.flatMap(Avahi.browserClient).map(Avahi.clientErrno) ?? Int32(AVAHI_ERR_FAILURE)))
                 default:
                     break
                 }

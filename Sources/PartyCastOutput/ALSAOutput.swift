@@ -3,46 +3,51 @@ import PartyCastClock
 import PartyCastCore
 import Synchronization
 
+/// alsa-lib, opened by the first ALSA device.
+private let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
+
 /// One ALSA playback handle. Every alsa-lib call sits behind a small method that turns a negative
 /// return into a `PartyCastError` with alsa-lib's own message.
 struct ALSAPCM: @unchecked Sendable {
     // @unchecked: a C handle used by one thread at a time: start() opens it, then only the output thread.
+    let alsa: PartyCastALSAFunctions
     let handle: OpaquePointer
     let device: String
 
     static func open(device: String) throws(PartyCastError) -> ALSAPCM {
-        partycast_alsa_silence_library_messages()
+        var alsa = try alsaLibrary.get()
+        partycast_alsa_silence_library_messages(&alsa)
         var handle: OpaquePointer?
-        let result = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
+        let result = alsa.snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
         guard result >= 0, let handle else {
-            throw PartyCastError(.output, "cannot open ALSA device '\(device)': \(message(result)); list devices with `aplay -L`, or use --output virtual:PATH")
+            throw PartyCastError(.output, "cannot open ALSA device '\(device)': \(message(result, alsa)); list devices with `aplay -L`, or use --output virtual:PATH")
         }
-        return ALSAPCM(handle: handle, device: device)
+        return ALSAPCM(alsa: alsa, handle: handle, device: device)
     }
 
     /// Float32 interleaved at the stream's rate (alsa-lib converts if the card cannot), with a
     /// buffer of `latencyMicroseconds` split into periods; returns the period in frames.
     func configure(format: AudioFormat, latencyMicroseconds: UInt32) throws(PartyCastError) -> Int {
-        try check(snd_pcm_set_params(handle, SND_PCM_FORMAT_FLOAT_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
+        try check(alsa.snd_pcm_set_params(handle, SND_PCM_FORMAT_FLOAT_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
                                      UInt32(format.channels), UInt32(format.sampleRate), 1, latencyMicroseconds), "set parameters")
         var bufferSize: snd_pcm_uframes_t = 0
         var periodSize: snd_pcm_uframes_t = 0
-        try check(snd_pcm_get_params(handle, &bufferSize, &periodSize), "read back parameters")
+        try check(alsa.snd_pcm_get_params(handle, &bufferSize, &periodSize), "read back parameters")
         return Int(periodSize)
     }
 
     /// Writes frames; after an underrun or suspend it recovers and reports it (count > 0 written).
     func write(_ samples: UnsafeBufferPointer<Float>, frames: Int) -> (written: Int, recovered: Bool, error: Int32) {
-        let result = snd_pcm_writei(handle, samples.baseAddress, snd_pcm_uframes_t(frames))
+        let result = alsa.snd_pcm_writei(handle, samples.baseAddress, snd_pcm_uframes_t(frames))
         if result >= 0 { return (Int(result), false, 0) }
-        let recovered = snd_pcm_recover(handle, Int32(result), 1)
+        let recovered = alsa.snd_pcm_recover(handle, Int32(result), 1)
         return (0, recovered >= 0, recovered >= 0 ? 0 : recovered)
     }
 
     /// Frames queued in the device ahead of what is heard now.
     func delay() -> Int {
         var frames: snd_pcm_sframes_t = 0
-        return snd_pcm_delay(handle, &frames) >= 0 ? Int(frames) : 0
+        return alsa.snd_pcm_delay(handle, &frames) >= 0 ? Int(frames) : 0
     }
 
     /// Waits (up to `timeoutMilliseconds`) until `frames` fit, then says how many fit and how many
@@ -50,27 +55,30 @@ struct ALSAPCM: @unchecked Sendable {
     func waitForRoom(_ frames: Int, timeoutMilliseconds: Int32) -> (room: Int, delay: Int, error: Int32) {
         var avail: snd_pcm_sframes_t = 0
         var delay: snd_pcm_sframes_t = 0
-        var result = snd_pcm_avail_delay(handle, &avail, &delay)
+        var result = alsa.snd_pcm_avail_delay(handle, &avail, &delay)
         if result >= 0 && avail < frames {
-            _ = snd_pcm_wait(handle, timeoutMilliseconds)
-            result = snd_pcm_avail_delay(handle, &avail, &delay)
+            _ = alsa.snd_pcm_wait(handle, timeoutMilliseconds)
+            result = alsa.snd_pcm_avail_delay(handle, &avail, &delay)
         }
         if result < 0 {
-            let recovered = snd_pcm_recover(handle, result, 1)
+            let recovered = alsa.snd_pcm_recover(handle, result, 1)
             return (0, 0, recovered < 0 ? recovered : 0)
         }
         return (Int(avail), Int(delay), 0)
     }
 
-    func drain() { snd_pcm_drain(handle) }
-    func close() { snd_pcm_close(handle) }
+    func drain() { alsa.snd_pcm_drain(handle) }
+    func close() { alsa.snd_pcm_close(handle) }
 
     func check(_ result: Int32, _ what: String) throws(PartyCastError) {
         guard result < 0 else { return }
-        throw PartyCastError(.output, "ALSA device '\(device)': cannot \(what): \(Self.message(result))")
+        throw PartyCastError(.output, "ALSA device '\(device)': cannot \(what): \(message(result))")
     }
 
-    static func message(_ code: Int32) -> String { String(cString: snd_strerror(code)) }
+    func message(_ code: Int32) -> String { Self.message(code, alsa) }
+    static func message(_ code: Int32, _ alsa: PartyCastALSAFunctions) -> String {
+        alsa.snd_strerror(code).map { String(cString: $0) } ?? "error \(code)"
+    }
 }
 
 /// `alsa[:DEVICE]`: plays on a real (or alsa-lib plugin) device from a dedicated thread.
@@ -129,7 +137,7 @@ public final class ALSAOutput: AudioOutput {
             // when its first frame will be heard.
             let (room, queued, failure) = pcm.waitForRoom(period, timeoutMilliseconds: 100)
             if failure < 0 {
-                return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(ALSAPCM.message(failure))"))
+                return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(pcm.message(failure))"))
             }
             guard room >= period else { continue }
             let heardAt = clock.now() + Int64(queued) * 1_000_000_000 / Int64(format.sampleRate)
@@ -138,7 +146,7 @@ public final class ALSAOutput: AudioOutput {
             while offset < period {
                 let (written, recovered, error) = pcm.write(UnsafeBufferPointer(rebasing: buffer[(offset * channels)...]), frames: period - offset)
                 if error < 0 {
-                    return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(ALSAPCM.message(error))"))
+                    return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed: \(pcm.message(error))"))
                 }
                 if recovered { recoveries.add(1, ordering: .relaxed) }
                 offset += written

@@ -127,6 +127,9 @@ struct Join: ParsableCommand {
         // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
         // when to play, so a little audio in hand is enough to start.
         playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
+        // Decoded audio in hand covers the broadcaster's default lead (1 s); what a longer --buffer
+        // sends ahead waits in the inbox as it came (Opus at 128 kbit/s: 1/24 of the floats).
+        playerOptions.bufferSeconds = 1
         let terminal = Console.isTerminal && !quiet
         // A status line ten times a second; without one, the broadcaster's report once a second.
         playerOptions.statusIntervalSeconds = terminal ? 0.1 : 1

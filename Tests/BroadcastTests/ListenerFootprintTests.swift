@@ -28,6 +28,54 @@ final class ListenerFootprintTests: XCTestCase {
         XCTAssertTrue(dynamic.stdout.contains("(RELR)"), "relative relocations are not packed:\n\(dynamic.stdout)")
     }
 
+    /// alsa-lib, avahi (with D-Bus and systemd's libraries behind it), libFLAC, libfaad and
+    /// libvorbisfile are opened when a listener first needs them, not at start-up: 1.5 MB of a
+    /// listener's resident set when all were linked. Per binutils none of them is needed by the
+    /// binary, and per /proc/PID/maps a listener joining by address on the virtual card maps none;
+    /// playing a FLAC file on ALSA's null device maps libFLAC and alsa-lib, and still nothing else.
+    func testTheListenerMapsOnlyTheLibrariesItsJobUses() throws {
+        let lazy = ["libasound.so", "libavahi-client.so", "libavahi-common.so", "libdbus-1.so", "libFLAC.so", "libfaad.so", "libvorbisfile.so"]
+        let dynamic = try runProcess("readelf", ["-d", "-W", listener])
+        XCTAssertEqual(dynamic.status, 0, dynamic.stderr)
+        for library in lazy { XCTAssertFalse(dynamic.stdout.contains(library), "the listener links \(library):\n\(dynamic.stdout)") }
+
+        func mapped(_ pid: Int32) -> Set<String> {
+            // Read to the end: a /proc file reports a size of 0, and a read by size stops at its first page.
+            let data = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/maps")).readToEnd()) ?? nil
+            let maps = String(decoding: data ?? Data(), as: UTF8.self)
+            return Set(maps.split(separator: "\n").compactMap { line in
+                line.contains("/") ? line.split(separator: "/").last.map { String($0.prefix { $0 != "." }) } : nil
+            })
+        }
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "--control-port", "0",
+                                                    try fixture("cbr.mp3"), "--start-in", "60"])
+        defer { server.signal(SIGKILL); _ = server.wait(timeout: 10) }
+        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 30), server.stderr)
+        let joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/card.wav",
+                                                 "--quiet", "--log-level", "debug"])
+        defer { joined.signal(SIGKILL); _ = joined.wait(timeout: 10) }
+        XCTAssertTrue(joined.waitForStderr("player: buffering", timeout: 30), joined.stderr)
+        let joinMaps = mapped(joined.pid)
+        XCTAssertTrue(joinMaps.contains("libopus"), "no libopus among \(joinMaps.sorted())")
+        for library in lazy { XCTAssertFalse(joinMaps.contains(String(library.prefix { $0 != "." })), "a join maps \(library)") }
+
+        let played = try startProcess(listener, ["play", try fixture("tone.flac"), "--output", "alsa:null", "--quiet"])
+        defer { played.signal(SIGKILL); _ = played.wait(timeout: 10) }
+        // Polls the process's own map until alsa-lib appears: the event, bounded by a deadline.
+        let deadline = Date().addingTimeInterval(30)
+        var playMaps = mapped(played.pid)
+        while !playMaps.contains("libasound"), Date() < deadline, played.isRunning {
+            Thread.sleep(forTimeInterval: 0.05)
+            playMaps = mapped(played.pid)
+        }
+        XCTAssertTrue(playMaps.isSuperset(of: ["libFLAC", "libasound"]), "playing FLAC on ALSA maps \(playMaps.sorted()): \(played.stderr)")
+        for library in ["libavahi-client", "libdbus-1", "libfaad", "libvorbisfile"] {
+            XCTAssertFalse(playMaps.contains(library), "playing FLAC maps \(library)")
+        }
+    }
+
     /// The functions a listener runs are laid out first (Sources/listener/link/text-order.txt): per
     /// binutils, the first 500 of the list that the release binary holds lie in the first quarter of
     /// its text (18 % when measured; spread over 86 % without the order).
