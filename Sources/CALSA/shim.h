@@ -1,8 +1,7 @@
 #ifndef PARTYCAST_CALSA_SHIM_H
 #define PARTYCAST_CALSA_SHIM_H
 #include <alsa/asoundlib.h>
-#include <dlfcn.h>
-#include <stddef.h>
+#include "../CLazyLibrary/lazy_library.h"
 
 /* The libasound functions PartyCast calls, resolved at their first use rather than at start-up:
    only the alsa output maps alsa-lib (a listener on the virtual card or a file never does). */
@@ -20,21 +19,7 @@
     F(snd_strerror) \
     F(snd_lib_error_set_handler)
 
-typedef struct {
-#define PARTYCAST_ALSA_FIELD(name) __typeof__(name) *_Nonnull name;
-    PARTYCAST_ALSA_FUNCTIONS(PARTYCAST_ALSA_FIELD)
-#undef PARTYCAST_ALSA_FIELD
-} PartyCastALSAFunctions;
-
-/* Opens libasound.so.2 and fills `functions`: NULL, or dlerror()'s words. */
-static inline const char *_Nullable partycast_alsa_open(PartyCastALSAFunctions *_Nonnull functions) {
-    void *library = dlopen("libasound.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) return dlerror();
-#define PARTYCAST_ALSA_RESOLVE(name) if ((*(void **)&functions->name = dlsym(library, #name)) == NULL) return dlerror();
-    PARTYCAST_ALSA_FUNCTIONS(PARTYCAST_ALSA_RESOLVE)
-#undef PARTYCAST_ALSA_RESOLVE
-    return NULL;
-}
+PARTYCAST_LAZY_LIBRARY(PartyCastALSAFunctions, partycast_alsa_open, "libasound.so.2", PARTYCAST_ALSA_FUNCTIONS)
 
 // alsa-lib prints its own diagnostics to stderr; PartyCast reports ALSA errors itself, in one line.
 // The handler type is variadic, which Swift cannot implement, hence this C wrapper.

@@ -10,7 +10,7 @@
 #include <avahi-common/alternative.h>
 #include <avahi-common/timeval.h>
 #include <stddef.h>
-#include <dlfcn.h>
+#include "../CLazyLibrary/lazy_library.h"
 
 /* The avahi functions PartyCast calls. They are resolved when mDNS is first used, not at start-up:
    a listener told its broadcaster's address never maps avahi's, D-Bus's and systemd's libraries
@@ -48,21 +48,7 @@
     F(avahi_threaded_poll_stop) \
     F(avahi_threaded_poll_unlock)
 
-typedef struct {
-#define PARTYCAST_AVAHI_FIELD(name) __typeof__(name) *_Nonnull name;
-    PARTYCAST_AVAHI_FUNCTIONS(PARTYCAST_AVAHI_FIELD)
-#undef PARTYCAST_AVAHI_FIELD
-} PartyCastAvahiFunctions;
-
-/* Opens libavahi-client (and, through it, libavahi-common) and fills `functions`: NULL, or dlerror()'s words. */
-static inline const char *_Nullable partycast_avahi_open(PartyCastAvahiFunctions *_Nonnull functions) {
-    void *library = dlopen("libavahi-client.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) return dlerror();
-#define PARTYCAST_AVAHI_RESOLVE(name) if ((*(void **)&functions->name = dlsym(library, #name)) == NULL) return dlerror();
-    PARTYCAST_AVAHI_FUNCTIONS(PARTYCAST_AVAHI_RESOLVE)
-#undef PARTYCAST_AVAHI_RESOLVE
-    return NULL;
-}
+PARTYCAST_LAZY_LIBRARY(PartyCastAvahiFunctions, partycast_avahi_open, "libavahi-client.so.3", PARTYCAST_AVAHI_FUNCTIONS)
 
 /* AvahiPoll's timeouts are function pointers taking an absolute time; these take a delay in
    milliseconds instead (a negative delay disarms the timeout). */

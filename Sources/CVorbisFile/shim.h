@@ -3,8 +3,7 @@
 // The header's static stdio callback tables would be unused copies in every importer.
 #define OV_EXCLUDE_STATIC_CALLBACKS
 #include <vorbis/vorbisfile.h>
-#include <dlfcn.h>
-#include <stddef.h>
+#include "../CLazyLibrary/lazy_library.h"
 
 /* The libvorbisfile functions PartyCast calls, resolved at their first use rather than at start-up:
    only an Ogg Vorbis stream maps libvorbisfile, libvorbis and libogg. */
@@ -18,20 +17,6 @@
     F(ov_read_float) \
     F(ov_pcm_seek)
 
-typedef struct {
-#define PARTYCAST_VORBISFILE_FIELD(name) __typeof__(name) *_Nonnull name;
-    PARTYCAST_VORBISFILE_FUNCTIONS(PARTYCAST_VORBISFILE_FIELD)
-#undef PARTYCAST_VORBISFILE_FIELD
-} PartyCastVorbisFileFunctions;
-
-/* Opens libvorbisfile.so.3 and fills `functions`: NULL, or dlerror()'s words. */
-static inline const char *_Nullable partycast_vorbisfile_open(PartyCastVorbisFileFunctions *_Nonnull functions) {
-    void *library = dlopen("libvorbisfile.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) return dlerror();
-#define PARTYCAST_VORBISFILE_RESOLVE(name) if ((*(void **)&functions->name = dlsym(library, #name)) == NULL) return dlerror();
-    PARTYCAST_VORBISFILE_FUNCTIONS(PARTYCAST_VORBISFILE_RESOLVE)
-#undef PARTYCAST_VORBISFILE_RESOLVE
-    return NULL;
-}
+PARTYCAST_LAZY_LIBRARY(PartyCastVorbisFileFunctions, partycast_vorbisfile_open, "libvorbisfile.so.3", PARTYCAST_VORBISFILE_FUNCTIONS)
 
 #endif

@@ -47,16 +47,8 @@ final class ListenerFootprintTests: XCTestCase {
                 line.contains("/") ? line.split(separator: "/").last.map { String($0.prefix { $0 != "." }) } : nil
             })
         }
-        let directory = try temporaryDirectory()
-        let port = freePort()
-        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "--control-port", "0",
-                                                    try fixture("cbr.mp3"), "--start-in", "60"])
-        defer { server.signal(SIGKILL); _ = server.wait(timeout: 10) }
-        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 30), server.stderr)
-        let joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/card.wav",
-                                                 "--quiet", "--log-level", "debug"])
-        defer { joined.signal(SIGKILL); _ = joined.wait(timeout: 10) }
-        XCTAssertTrue(joined.waitForStderr("player: buffering", timeout: 30), joined.stderr)
+        let (server, joined) = try joinAPartyNotYetStarted()
+        defer { for process in [joined, server] { process.signal(SIGKILL); _ = process.wait(timeout: 10) } }
         let joinMaps = mapped(joined.pid)
         XCTAssertTrue(joinMaps.contains("libopus"), "no libopus among \(joinMaps.sorted())")
         for library in lazy { XCTAssertFalse(joinMaps.contains(String(library.prefix { $0 != "." })), "a join maps \(library)") }
@@ -110,17 +102,9 @@ final class ListenerFootprintTests: XCTestCase {
     /// (the main thread) wakes for the once-a-second report to the broadcaster and nothing else
     /// (it ticked every 5 ms before), and Ctrl-C still stops it at once.
     func testAWaitingListenerSleepsAndStillStopsOnInterrupt() throws {
-        let directory = try temporaryDirectory()
-        let port = freePort()
-        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "--control-port", "0",
-                                                    try fixture("cbr.mp3"), "--start-in", "60"])
-        defer { server.signal(SIGKILL); _ = server.wait(timeout: 10) }
-        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 30), server.stderr)
-        let joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/card.wav",
-                                                 "--quiet", "--log-level", "debug"])
-        defer { joined.signal(SIGKILL); _ = joined.wait(timeout: 10) }
-        // Joined, the format known and the card started: from here on only the clock thread works.
-        XCTAssertTrue(joined.waitForStderr("player: buffering", timeout: 30), joined.stderr)
+        let (server, joined) = try joinAPartyNotYetStarted()
+        defer { for process in [joined, server] { process.signal(SIGKILL); _ = process.wait(timeout: 10) } }
+        // From here on only the clock thread works.
 
         func mainThreadWakeups() -> Int? {
             let status = try? String(contentsOfFile: "/proc/\(joined.pid)/task/\(joined.pid)/status", encoding: .utf8)
@@ -139,5 +123,26 @@ final class ListenerFootprintTests: XCTestCase {
         let result = joined.wait(timeout: 10)
         XCTAssertFalse(result.timedOut, "Ctrl-C did not stop a waiting listener: \(result.stderr)")
         XCTAssertEqual(result.status, 0, result.stderr)
+    }
+
+    /// A broadcaster whose party starts in a minute, and a listener joined to it on the virtual card:
+    /// connected, the format known and the card started.
+    private func joinAPartyNotYetStarted() throws -> (server: BackgroundProcess, joined: BackgroundProcess) {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try startProcess(broadcaster, ["share", "--no-mdns", "--port", "\(port)", "--control-port", "0",
+                                                    try fixture("cbr.mp3"), "--start-in", "60"])
+        XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 30), server.stderr)
+        let joined: BackgroundProcess
+        do {
+            joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/card.wav",
+                                                 "--quiet", "--log-level", "debug"])
+        } catch {
+            server.signal(SIGKILL)
+            _ = server.wait(timeout: 10)
+            throw error
+        }
+        XCTAssertTrue(joined.waitForStderr("player: buffering", timeout: 30), joined.stderr)
+        return (server, joined)
     }
 }
