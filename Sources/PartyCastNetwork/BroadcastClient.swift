@@ -22,8 +22,21 @@ final class Inbox: Sendable {
         case failed(PartyCastError)
     }
 
-    /// About 10 s of float PCM stereo at 48 kHz, minutes of Opus; far below a small box's memory.
+    /// About 10 s of float PCM stereo at 48 kHz (the longest lead, `--buffer 10000`), more than a
+    /// minute of Opus; far below a small box's memory.
     static let byteBudget = 4 << 20
+    /// What queuing one message costs beyond its fields (its storage, its slot here), so that a
+    /// flood of tiny messages is bounded by memory too, not only by their few bytes on the wire.
+    static let messageOverhead = 512
+
+    /// What holding `envelope` costs. The decoder has dropped unknown fields, so for anything but
+    /// audio that is its re-encoded size: junk padding a message passes at the speed of reading,
+    /// not of playback. A chunk (the bulk, and never smaller) is counted as it came.
+    static func cost(of envelope: PCEnvelope, framedBytes: Int) -> Int {
+        if case .audioChunk = envelope.body { return framedBytes + messageOverhead }
+        let kept = ((try? envelope.serializedBytes()) as [UInt8]?)?.count ?? framedBytes
+        return min(kept, framedBytes) + messageOverhead
+    }
 
     private struct State {
         var items: [(item: Item, bytes: Int)] = []
@@ -249,7 +262,7 @@ final class ClientHandler: ChannelInboundHandler {
         case .deliver(let envelope):
             if case .welcome(let welcome)? = envelope.body, gate.wantsSync { startClockExchanges(welcome, on: context.channel) }
             let channel = context.channel
-            let keepReading = inbox.put(.message(envelope, arrivedAt: arrivedAt), bytes: decoder.lastMessageBytes) {
+            let keepReading = inbox.put(.message(envelope, arrivedAt: arrivedAt), bytes: Inbox.cost(of: envelope, framedBytes: decoder.lastMessageBytes)) {
                 channel.eventLoop.execute { _ = channel.setOption(.autoRead, value: true) }
             }
             if !keepReading { _ = context.channel.setOption(.autoRead, value: false) }

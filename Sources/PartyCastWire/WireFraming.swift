@@ -50,6 +50,7 @@ public enum WireFraming {
 /// and has not yet returned, so one message never costs more than `maxMessageBytes + 4`.
 ///
 /// An envelope whose body is a kind this build does not know comes out with `body == nil`; skip it.
+/// Fields this build does not know are dropped while decoding, so a message holds only what is read.
 public struct WireFrameDecoder: Sendable {
     enum State: Sendable {
         /// Waiting for the 4 prefix bytes at `head`.
@@ -64,8 +65,9 @@ public struct WireFrameDecoder: Sendable {
     /// Pushed bytes; those before `head` have been consumed and are dropped lazily, in `push`.
     private var buffer: [UInt8] = []
     private var head = 0
-    /// The framed size (prefix included) of the message `next()` returned last: what holding it costs.
+    /// The framed size (prefix included) of the message `next()` returned last: at least what holding it costs.
     public private(set) var lastMessageBytes = 0
+    private static let options = { var o = BinaryDecodingOptions(); o.discardUnknownFields = true; return o }()
 
     public init() {}
 
@@ -99,7 +101,7 @@ public struct WireFrameDecoder: Sendable {
                 state = .readingLength
                 lastMessageBytes = 4 + length
                 do {
-                    return try PCEnvelope(serializedBytes: body)
+                    return try PCEnvelope(serializedBytes: body, options: Self.options)
                 } catch {
                     throw fail(.malformed("\(error)"))
                 }

@@ -330,8 +330,9 @@ final class HostileBroadcasterTests: XCTestCase {
                 try c.chunks(0..<100)
                 try c.finish()
             }),
-            // After 3 s of audio, more than the listener's ring holds: its producer is waiting for
-            // playback, so whatever it reads meanwhile must not pile up in memory.
+            // After 3 s of audio, more than the listener's ring holds, so its producer is waiting for
+            // playback: the junk is dropped as it is read, so it neither piles up in memory nor
+            // holds back the audio behind it (200 MiB read only as the ring drains came too late).
             Scenario(name: "flood of 200 x 1 MiB Metadata after 3 s of audio", stream: .longPCM, first: { c in
                 try c.handshake()
                 try c.chunks(0..<150)

@@ -254,4 +254,27 @@ final class ListenerValidationTests: XCTestCase {
         XCTAssertEqual(rest.count, accepted + 1 - (accepted + 1) / 2 + 1, "nothing dropped")
         guard case .closed? = rest.last else { return XCTFail("the end of the connection comes last") }
     }
+
+    /// Junk riding in a message (a field this build does not know) is dropped as it is decoded, so
+    /// the inbox neither holds it nor counts it: a flood of it can't hold back the audio behind it.
+    func testJunkInAMessageIsNeitherHeldNorCounted() throws {
+        let junk = WireFraming.maxMessageBytes - 16
+        var metadata = try PCMetadata(serializedBytes: [0x9A, 0x06, UInt8(junk & 0x7F | 0x80), UInt8(junk >> 7 & 0x7F | 0x80), UInt8(junk >> 14)]
+                                          + [UInt8](repeating: 0x78, count: junk))
+        XCTAssertEqual(metadata.unknownFields.data.count, junk + 5, "the junk is a field the decoder sees")
+        metadata.title = "flood"
+        let frame = try WireFraming.encode(envelope(.metadata(metadata)))
+        var decoder = WireFrameDecoder()
+        decoder.push(frame)
+        let received = try XCTUnwrap(decoder.next())
+        XCTAssertEqual(decoder.lastMessageBytes, frame.count, "framed as it came")
+        guard case .metadata(let kept)? = received.body else { return XCTFail("a Metadata") }
+        XCTAssertEqual(kept.title, "flood")
+        XCTAssertTrue(kept.unknownFields.data.isEmpty && received.unknownFields.data.isEmpty, "nothing unknown kept")
+        XCTAssertEqual(Inbox.cost(of: received, framedBytes: decoder.lastMessageBytes), 9 + Inbox.messageOverhead)
+
+        // Tiny messages cost their bookkeeping: a flood of them is bounded by the budget too.
+        let tiny = envelope(.metadata(PCMetadata()))
+        XCTAssertEqual(Inbox.cost(of: tiny, framedBytes: 6), 2 + Inbox.messageOverhead)
+    }
 }
