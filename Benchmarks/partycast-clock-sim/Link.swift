@@ -64,6 +64,22 @@ struct Path: Sendable {
     }
 }
 
+extension Path {
+    /// The same path through a relay that a CPU hog keeps from running half the time, in spells of
+    /// 0.1–3 ms (a time slice): a packet due inside one leaves at its end. As partycast-netem behaved
+    /// before it ran at real-time priority: its least delays came half as often as the link's own.
+    func starved(until end: Int64, random: inout SplitMix64) -> Path {
+        var path = self, start: Int64 = 0
+        while start < end {
+            let idle = Int64.random(in: 100 * microsecond...3 * millisecond, using: &random)
+            let held = Int64.random(in: 100 * microsecond...3 * millisecond, using: &random)
+            path.busy.append(start + idle..<start + idle + held)
+            start += idle + held
+        }
+        return path
+    }
+}
+
 /// A link condition: how each direction behaves.
 struct Trace: Sendable {
     var name: String
@@ -74,6 +90,8 @@ struct Trace: Sendable {
     static func symmetric(_ name: String, _ path: Path) -> Trace {
         Trace(name: name, outbound: { _, _ in path }, inbound: { _, _ in path })
     }
+
+    static let judged = Path(jitter: 20 * millisecond, loss: 0.01, stallPeriod: 8 * second)
 
     static let all: [Trace] = [
         .symmetric("quiet (150 µs + 0–20 µs)", Path()),
@@ -86,8 +104,10 @@ struct Trace: Sendable {
               inbound: { end, random in Path.sharedWithAudio(until: end, random: &random) }),
         Trace(name: "asymmetric: 0–20 ms down only", outbound: { _, _ in Path() },
               inbound: { _, _ in Path(jitter: 20 * millisecond) }),
-        .symmetric("judged: 0–20 ms, 1 % loss, 250 ms stall / 8 s",
-                   Path(jitter: 20 * millisecond, loss: 0.01, stallPeriod: 8 * second)),
+        .symmetric("judged: 0–20 ms, 1 % loss, 250 ms stall / 8 s", judged),
+        Trace(name: "judged, through a relay starved half the time",
+              outbound: { end, random in judged.starved(until: end, random: &random) },
+              inbound: { end, random in judged.starved(until: end, random: &random) }),
     ]
 }
 

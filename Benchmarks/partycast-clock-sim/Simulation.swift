@@ -26,15 +26,18 @@ enum Schedule: String, CaseIterable {
     }
 }
 
-/// Errors of one estimator over a run, from `judgedFrom` on.
+/// Errors of one estimator over one run or several, from `judgedFrom` on.
 struct Errors {
     var offsets: [Double] = []  // |estimated − true remote|, µs
+    /// Each run's p99 offset error: what one run of BadLinkSyncTests is judged by.
+    var runP99s: [Double] = []
     var drifts: [Double] = []   // |estimated − true drift|, ppm
     var exchanges = 0
     var seconds = 0.0
 
     mutating func merge(_ other: Errors) {
         offsets += other.offsets
+        runP99s += other.runP99s
         drifts += other.drifts
         exchanges += other.exchanges
         seconds += other.seconds
@@ -43,13 +46,13 @@ struct Errors {
 
 /// The listener joins at a local time ~1.4 days after boot, so the arithmetic sees real magnitudes.
 let joinTime: Int64 = 123_456_789_012_345
-let judgedFrom: Int64 = 5 * second
 let probeInterval: Int64 = 10 * millisecond
 
 /// One run: requests on the schedule (pipelined: a request goes when due, whatever is in flight),
 /// answers delivered to both estimators in the order they arrive, and the mappings probed every
-/// 10 ms against the true clock, each probe seeing only the answers arrived by then.
-func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int64) -> (new: Errors, baseline: Errors) {
+/// 10 ms against the true clock, each probe seeing only the answers arrived by then; errors count
+/// from `judgedFrom` after join.
+func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int64, judgedFrom: Int64) -> (new: Errors, baseline: Errors) {
     var random = SplitMix64(seed: seed)
     let clock = RemoteClock(random: &random)
     var outbound = trace.outbound(duration + second, &random)
@@ -101,7 +104,15 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
         }
     }
     errors.new.seconds = Double(duration - judgedFrom) / 1e9
+    errors.new.runP99s = [quantile(errors.new.offsets, 0.99)]
+    errors.baseline.runP99s = [quantile(errors.baseline.offsets, 0.99)]
     errors.baseline.exchanges = errors.new.exchanges
     errors.baseline.seconds = errors.new.seconds
     return errors
+}
+
+func quantile(_ values: [Double], _ q: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
 }

@@ -22,7 +22,8 @@
 // Every packet held counts against --queue-kb (default 4096) per direction; beyond it, it is dropped.
 // The run is reproducible from --seed (default 1) given the same packets. --lifetime-s (default 3600)
 // bounds the run; SIGTERM, SIGINT or the lifetime's end stop it cleanly with one summary line on
-// stderr. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
+// stderr. It runs at real-time priority where allowed (root), so the host's load does not leak into
+// the link. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
 import CTun
 #if canImport(Glibc)
 import Glibc
@@ -315,6 +316,13 @@ close(ownNamespace)
 let stopFd = pcnetem_stop_signals_fd()
 guard stopFd >= 0 else { fail("cannot watch SIGTERM/SIGINT: \(errorText(-stopFd))") }
 _ = pcnetem_tight_timer_slack()
+// Real-time priority, so that a packet leaves when its drawn hold is over, not when a loaded machine
+// (the sync tests run a CPU hog) gets round to waking this thread: starved, it added delays of its own
+// that thinned out the least delays clock sync rests on, a link other than the one asked for. It
+// sleeps in ppoll between packets and takes little CPU.
+var realtimePriority = sched_param(sched_priority: 50)
+let scheduling = sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0
+    ? "real-time (SCHED_FIFO 50)" : "NOT real-time (\(errorText(errno))): hold times stretch when the CPU is busy"
 
 let started = monotonicNanoseconds()
 let endAt = started + Int64(options.lifetimeS * 1e9)
@@ -323,7 +331,7 @@ let directions = (0..<2).map { d in
               random: SplitMix64(state: options.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(d + 1)))
 }
 say("partycast-netem: \(options.device) ↔ \(peerDevice) in \(options.peerNetns), seed \(options.seed), lifetime \(fixed(options.lifetimeS, 1)) s; "
-    + "down: \(options.impairments[0].description); up: \(options.impairments[1].description)")
+    + "down: \(options.impairments[0].description); up: \(options.impairments[1].description); \(scheduling)")
 if let readyFile = options.readyFile {
     // Written whole under another name, then renamed: whoever waits for it never reads half of it.
     let temporary = readyFile + ".new"
