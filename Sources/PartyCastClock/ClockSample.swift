@@ -77,19 +77,15 @@ public struct ClockExchangeSchedule: Sendable {
     static let budget = 2e14
     static let densest: Int64 = 5_000_000
     static let sparsest: Int64 = 100_000_000
-    static let burst: Int64 = 250_000_000
 
     public init() {}
 
-    /// - The first 250 ms: every 5 ms, while there is no noise to go by (50 exchanges: the offset is
-    ///   good at once, and the noise known).
+    /// - The first second: every 5 ms, while there is no noise to go by (~200 exchanges: the offset is
+    ///   good within a few hundred ms, and the drift fit starts from a span of 0.5 s).
     /// - Then `budget` / noise × (time since join / window), between 5 ms and 100 ms; 20 ms while the
-    ///   noise is unknown (no answer yet). A noisy link stays at 5 ms; a quiet one is at 100 ms within
-    ///   a second, where a whole second at 5 ms cost 140 more exchanges for an error of a few µs the
-    ///   first seconds (clock-sim, quiet link, 32 seeds: p99 from 1 s on 1.6 → 3.1 µs, max 2.7 → 9.7;
-    ///   from 5 s on unchanged, 1.0 µs).
+    ///   noise is unknown (no answer yet).
     public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?) -> Int64 {
-        if nanoseconds < Self.burst { return Self.densest }
+        if nanoseconds < 1_000_000_000 { return Self.densest }
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
         let covered = Double(min(nanoseconds, ClockEstimator.window)) / Double(ClockEstimator.window)
         let interval = Self.budget / Double(linkNoise) * covered
