@@ -49,8 +49,9 @@ public final class Fanout: Sendable {
         var defaultGain: Float = 1
         var gains: [String: Float] = [:]
         var latencyOffsets: [String: Int] = [:]
-        /// Set by `finish`: what a listener that connects after the end is told before it is closed.
-        var farewell: ByteBuffer?
+        /// Set by `finish`: what a listener that connects after the end is told before it is closed,
+        /// and how long it has to hang up.
+        var farewell: (bytes: ByteBuffer, deadline: TimeAmount)?
     }
 
     struct Chunk {
@@ -185,9 +186,7 @@ public final class Fanout: Sendable {
         defer { changed() }
         return state.withLockedValue { s in
             if let farewell = s.farewell {
-                for m in first + [farewell] { channel.write(m, promise: nil) }
-                channel.flush()
-                channel.close(promise: nil)
+                _ = hangUp(channel, name: name, after: first + [farewell.bytes], deadline: farewell.deadline)
                 return nil
             }
             // What is queued goes to the others first: the backlog below already holds it.
@@ -247,13 +246,30 @@ public final class Fanout: Sendable {
     public func finish(with goodbye: ByteBuffer, deadline: TimeAmount) -> [EventLoopFuture<Void>] {
         state.withLockedValue { s in
             flushBatch(&s)
-            s.farewell = goodbye
+            s.farewell = (goodbye, deadline)
             defer { s.peers.removeAll() }
-            return s.peers.values.map { peer in
-                let channel = peer.channel
-                channel.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) }
-                return channel.writeAndFlush(goodbye).flatMap { channel.close() }
+            return s.peers.values.map { hangUp($0.channel, name: $0.info.name, after: [goodbye], deadline: deadline) }
+        }
+    }
+
+    /// Sends `messages`, shuts this side of the connection after them (the FIN follows the data) and
+    /// closes it once the listener hangs up, or after `deadline` whatever it does. Not closed at
+    /// once: the kernel would answer whatever the listener still sends (its status report) with a
+    /// reset, and a reset throws away what was queued and not yet delivered, which on a slow link
+    /// is the end of the song and the goodbye. The future completes when the connection is closed.
+    private func hangUp(_ channel: Channel, name: String, after messages: [ByteBuffer], deadline: TimeAmount) -> EventLoopFuture<Void> {
+        let timeout = channel.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { _ in timeout.cancel() }
+        // Writes complete in order: the last one's promise stands for all.
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        for (index, message) in messages.enumerated() { channel.write(message, promise: index == messages.count - 1 ? written : nil) }
+        channel.flush()
+        written.futureResult.flatMap { channel.close(mode: .output) }.whenComplete { [logger] result in
+            switch result {
+            case .success: logger.debug("said goodbye to \(name); waiting for it to hang up")
+            case .failure: channel.close(promise: nil)
             }
         }
+        return channel.closeFuture
     }
 }

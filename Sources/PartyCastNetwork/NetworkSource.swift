@@ -170,6 +170,8 @@ public final class NetworkSource: ScheduledPCMSource {
                 if case .audioChunk? = envelope.body { heardAudio = true }
             case .ended:
                 broadcastEnded = true
+                // The broadcaster waits for this side to hang up before it closes (see Fanout.hangUp).
+                control.connection.withLockedValue { $0?.close() }
             case .violation(let why):
                 drop(because: why)
             }

@@ -127,11 +127,9 @@ struct Join: ParsableCommand {
         // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
         // when to play, so a little audio in hand is enough to start.
         playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
-        // Decoded audio in hand: more than the broadcaster's default lead (1 s); what a longer
-        // --buffer sends ahead waits in the inbox as it came. Not 1 s (a ring of 1.37 s): across
-        // the bad link, 5 of 34 listeners then went silent for a whole song after an underrun at
-        // its first frame, and none of 16 with this ring (issue 14's note).
-        playerOptions.bufferSeconds = 2
+        // Decoded audio in hand (a ring of 1.37 s): more than the broadcaster's default lead (1 s);
+        // what a longer --buffer sends ahead waits in the inbox as it came.
+        playerOptions.bufferSeconds = 1
         let terminal = Console.isTerminal && !quiet
         // A status line ten times a second; without one, the broadcaster's report once a second.
         playerOptions.statusIntervalSeconds = terminal ? 0.1 : 1

@@ -125,9 +125,12 @@ public func boundLoopbackSocket(port: Int = 0) -> (fd: Int32, port: Int)? {
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
-/// A TCP connection to 127.0.0.1:`port`; nil when nobody accepts it.
-public func connectToLoopback(port: Int) -> Int32? {
+/// A TCP connection to 127.0.0.1:`port`, with a receive buffer of `receiveBufferBytes` (the
+/// kernel's least at least) if given; nil when nobody accepts it.
+public func connectToLoopback(port: Int, receiveBufferBytes: Int32? = nil) -> Int32? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    // Before connecting: the window scale is agreed in the handshake.
+    if var bytes = receiveBufferBytes { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size)) }
     var address = loopbackAddress(port: port)
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
