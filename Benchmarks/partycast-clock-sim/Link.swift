@@ -23,14 +23,17 @@ struct Path: Sendable {
     /// Times when the connection is busy with something else: a packet that would arrive inside one
     /// waits for its end. Sorted, not overlapping.
     var busy: [Range<Int64>] = []
+    /// Packets sent before this time see only `base` and `noise`: a quiet link that turns bad.
+    var impairedFrom: Int64 = 0
 
     var lastArrival: Int64 = .min
 
     mutating func arrival(sentAt time: Int64, random: inout SplitMix64) -> Int64? {
-        if loss > 0, Double.random(in: 0..<1, using: &random) < loss { return nil }
+        let impaired = time >= impairedFrom
+        if impaired, loss > 0, Double.random(in: 0..<1, using: &random) < loss { return nil }
         var arrival = time + base + Int64.random(in: 0...noise, using: &random)
-        if jitter > 0 { arrival += Int64.random(in: 0...jitter, using: &random) }
-        if let period = stallPeriod, arrival >= 3 * second, (arrival - 3 * second) % period < stallLength {
+        if impaired, jitter > 0 { arrival += Int64.random(in: 0...jitter, using: &random) }
+        if impaired, let period = stallPeriod, arrival >= 3 * second, (arrival - 3 * second) % period < stallLength {
             arrival += stallLength - (arrival - 3 * second) % period
         }
         if let interval = busyInterval(containing: arrival) { arrival = interval.upperBound }
@@ -105,6 +108,12 @@ struct Trace: Sendable {
         Trace(name: "asymmetric: 0–20 ms down only", outbound: { _, _ in Path() },
               inbound: { _, _ in Path(jitter: 20 * millisecond) }),
         .symmetric("judged: 0–20 ms, 1 % loss, 250 ms stall / 8 s", judged),
+        // The schedule has gone sparse on the quiet link by then: it must pick up the noise in time.
+        .symmetric("quiet for 30 s, then judged", {
+            var path = judged
+            path.impairedFrom = 30 * second
+            return path
+        }()),
         Trace(name: "judged, through a relay starved half the time",
               outbound: { end, random in judged.starved(until: end, random: &random) },
               inbound: { end, random in judged.starved(until: end, random: &random) }),

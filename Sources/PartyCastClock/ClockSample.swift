@@ -65,24 +65,25 @@ public struct ClockMapping: Sendable, Equatable {
 /// - 0–20 ms jitter (noise ~10 ms): 5 ms until 16 s, 20 ms from 64 s: p99 45 µs. A flat 20 ms after the
 ///   first second gives 210 µs, 5 ms until 15 s then 20 ms gives 74 µs.
 /// - 0–5 ms jitter (noise ~2.5 ms): 20 ms at 16 s, 80 ms from 64 s: p99 41 µs.
-/// - A quiet link (noise ~10–20 µs): the sparsest, 100 ms, from a few seconds on. Not 1 s: a real
-///   path's least delay is itself noisy (a relay or NIC that happens to be awake forwards faster), and
-///   at one point a second the envelope rested on a few rare low points that came and went — steps of
-///   30–70 µs between listeners behind the bad-link relay (bench-sync, a CPU hog running). Ten a
-///   second (~1.3 kB/s, a few % of the audio) keep enough such points in the window to rest on, and
-///   let the glitch test judge them.
+/// - A quiet link (noise ~10–20 µs): the sparsest, 250 ms, from a few seconds on. Not 1 s, nor 500 ms:
+///   a real path's least delay is itself noisy (a relay or NIC that happens to be awake forwards
+///   faster), and with few points a second the envelope rests on a few rare low points that come and
+///   go. bench-sync (a CPU hog running), p99 of the LAN's worst pair / the quiet relay's far listener:
+///   every 100 ms 24, 15 / 20, 24 µs; 250 ms 26, 25 / 9, 32 µs; 500 ms 29, 54 / 105, 53 µs; 1 s gave
+///   steps of 30–70 µs. Four a second (~0.5 kB/s) keep enough such points in the window to rest on,
+///   and let the glitch test judge them; each exchange costs a listener ~0.15 ms of CPU on loopback.
 /// `ClockRequester` also waits at least half the least recent round trip, so a congested path slows it.
 public struct ClockExchangeSchedule: Sendable {
     /// Interval × noise (ns²) once the window is full: 20 ms at a noise of 10 ms.
     static let budget = 2e14
     static let densest: Int64 = 5_000_000
-    static let sparsest: Int64 = 100_000_000
+    static let sparsest: Int64 = 250_000_000
 
     public init() {}
 
     /// - The first second: every 5 ms, while there is no noise to go by (~200 exchanges: the offset is
     ///   good within a few hundred ms, and the drift fit starts from a span of 0.5 s).
-    /// - Then `budget` / noise × (time since join / window), between 5 ms and 100 ms; 20 ms while the
+    /// - Then `budget` / noise × (time since join / window), between 5 ms and 250 ms; 20 ms while the
     ///   noise is unknown (no answer yet).
     public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?) -> Int64 {
         if nanoseconds < 1_000_000_000 { return Self.densest }

@@ -10,7 +10,7 @@
 /// Storage is a time-sorted ring of `binWidth` bins, each holding its lowest point, so the window's
 /// length does not depend on how often the listener exchanges. Another point of a bin could only
 /// matter if it lay within drift × `binWidth` (15 µs at 150 ppm) of the lowest, which jitter makes
-/// rare, and a quiet link exchanges every 100 ms: one point a bin.
+/// rare, and a quiet link exchanges every 250 ms: a point a bin at most.
 struct DelayEnvelope: Sendable {
     struct Point: Sendable {
         var time: Int64

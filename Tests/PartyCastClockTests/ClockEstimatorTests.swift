@@ -236,7 +236,7 @@ final class ClockEstimatorTests: XCTestCase {
             XCTAssertEqual(schedule.interval(sinceJoin: 900 * millisecond, linkNoise: noise), 5 * millisecond)
         }
         XCTAssertEqual(schedule.interval(sinceJoin: 2 * second, linkNoise: nil), 20 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet), 100 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet), 250 * millisecond)
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy), 5 * millisecond)
         XCTAssertEqual(schedule.interval(sinceJoin: 600 * second, linkNoise: noisy), 20 * millisecond)
         for noise in [quiet, 500_000, 2_500_000, noisy, 50 * millisecond] {
