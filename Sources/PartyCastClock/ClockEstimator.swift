@@ -73,7 +73,11 @@ public struct ClockEstimator: Sendable {
         guard let upSpread = outbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift),
               let downSpread = inbound.fit(at: reference, fitSlope: fitDrift, maximumSlope: Self.maximumDrift)
         else { return }
-        let drift = fitDrift ? jointDrift() : 0
+        // How far short of its best the joint objective may fall and still be as good as the best,
+        // given the points: about the gap between each envelope and its nearest points, both summed
+        // (1.5 ×: the simulator's best of 1, 1.5, 2 and 3).
+        let tolerance = 1.5 * (outbound.gap + inbound.gap)
+        let drift = fitDrift ? jointDrift(tolerance: tolerance) : 0
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
         // so that clocks ~2⁶² apart do not overflow.
         let upLevel = outbound.level(slope: drift), downLevel = inbound.level(slope: -drift)
@@ -84,12 +88,20 @@ public struct ClockEstimator: Sendable {
         linkNoise = Int64(max(upSpread, downSpread).rounded())
     }
 
-    /// One slope for both envelopes (rising on A, falling on B): the one whose two lines are highest
-    /// at their points' mean times together, the two-sided form of the linear programme. Each
+    /// One slope for both envelopes (rising on A, falling on B), from the two-sided form of the
+    /// linear programme: how high the two lines can be at their points' mean times together. Each
     /// direction's lowest points constrain it, so it is as good as a fit of twice the points, where
     /// averaging two separate slopes gains only √2. The objective is concave and piecewise linear,
     /// so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
-    private func jointDrift() -> Double {
+    ///
+    /// Where few points pin the slope, the objective's top is nearly flat, and its maximum sits at
+    /// one end of the flat, wherever the one lowest point happened to fall: drift errors of 10 ppm
+    /// for seconds, early on a jittery link. So the slope taken is the middle of those whose
+    /// objective comes within `tolerance` of the maximum. partycast-clock-sim, 64 seeds judged from
+    /// 11 s, p99 / worst run's p99, before → after: the judged link 41 / 88 → 33 / 53 µs, through
+    /// the starved relay 80 / 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms
+    /// 33 / 49 → 27 / 35 µs, 0–20 ms down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
+    private func jointDrift(tolerance: Double) -> Double {
         func objective(_ slope: Double) -> Double {
             outbound.level(slope: slope) + slope * outbound.meanTime + inbound.level(slope: -slope) - slope * inbound.meanTime
         }
@@ -106,7 +118,19 @@ public struct ClockEstimator: Sendable {
                 consider(sign * (b.value - a.value) / (b.time - a.time))
             }
         }
-        return best.slope
+        // Concave: the slopes within the tolerance form an interval around the best; bisect for its
+        // ends (30 halvings of 500 ppm: 5e-7 ppm).
+        let floor = best.value - tolerance
+        func end(toward bound: Double) -> Double {
+            guard objective(bound) < floor else { return bound }
+            var inside = best.slope, outside = bound
+            for _ in 0..<30 {
+                let middle = (inside + outside) / 2
+                if objective(middle) >= floor { inside = middle } else { outside = middle }
+            }
+            return inside
+        }
+        return (end(toward: -Self.maximumDrift) + end(toward: Self.maximumDrift)) / 2
     }
 
     private func fits(_ point: DelayEnvelope.Point, _ envelope: DelayEnvelope) -> Bool {

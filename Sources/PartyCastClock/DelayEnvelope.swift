@@ -59,10 +59,11 @@ struct DelayEnvelope: Sendable {
     /// The newest exchanges' points, in arrival order, for the spread.
     private var recent: [Point]
     private var recentCount = 0
-    /// Scratch, sized once: the hull's vertices (positions), glitch marks, recent excesses.
+    /// Scratch, sized once: the hull's vertices (positions), glitch marks, recent and binned excesses.
     private var hull: [Int]
     private var glitch: [Bool]
     private var excesses: [Double]
+    private var binExcesses: [Double]
 
     init(capacity: Int) {
         ring = Array(repeating: Bin(point: Point(time: 0, value: 0), exchanges: 0), count: capacity)
@@ -70,6 +71,7 @@ struct DelayEnvelope: Sendable {
         hull = Array(repeating: 0, count: capacity)
         glitch = Array(repeating: false, count: capacity)
         excesses = Array(repeating: 0, count: Self.spreadPoints)
+        binExcesses = Array(repeating: 0, count: capacity)
     }
 
     /// The lowest point of the bin at `position`, oldest first.
@@ -148,7 +150,24 @@ struct DelayEnvelope: Sendable {
         }
         // The last hull built may have been one without a neighbourhood: rebuild the one of record.
         _ = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)
+        gap = binnedGap(above: line)
         return spread
+    }
+
+    /// How close above the last fit's line its nearest points lie, typically: the median excess of
+    /// the bins' lowest points over the number of bins (ns). It depends only on the window's points,
+    /// not on the order they came in, and one point more barely moves it.
+    private(set) var gap = 0.0
+
+    private mutating func binnedGap(above line: Line) -> Double {
+        var bins = 0
+        for position in 0..<count where !glitch[position] {
+            binExcesses[bins] = -depth(of: position, below: line)
+            bins += 1
+        }
+        guard bins > 0 else { return 0 }
+        binExcesses[0..<bins].sort()
+        return binExcesses[bins / 2] / Double(bins)
     }
 
     /// Vertices of the last fit's hull, oldest first: time from its reference, value from its base.
