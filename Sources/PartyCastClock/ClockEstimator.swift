@@ -119,7 +119,7 @@ public struct ClockEstimator: Sendable {
             }
         }
         // Concave: the slopes within the tolerance form an interval around the best; bisect for its
-        // ends (30 halvings of 500 ppm: 5e-7 ppm).
+        // ends (30 halvings of at most 1000 ppm: under 1e-6 ppm).
         let floor = best.value - tolerance
         func end(toward bound: Double) -> Double {
             guard objective(bound) < floor else { return bound }
