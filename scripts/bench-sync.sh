@@ -5,7 +5,9 @@
 # listener plays on a simulated card; the skew between them is measured from the recordings by
 # partycast-skew (cross-correlation), never from the code's own bookkeeping.
 #   scripts/bench-sync.sh [BIN_DIR]     → summary on stdout, bench-out/sync-skew.{csv,json,png}
-#   KEEP=1 keeps the recordings and logs (the script says where).
+#   KEEP=1 keeps the recordings and logs (the script says where), and each link's clock exchange
+#   logs (linkN/NAME.clock): partycast-clock-sim --judged-from 11 --replay linkN/far*.clock runs
+#   them through the clock estimator again.
 #
 # Then a table over link conditions (scripts/lan/badlink.sh: an IP link through partycast-netem):
 # the broadcaster and a (0, 0) listener on the near side, two listeners with clocks (−5 s, −150 ppm)
@@ -136,7 +138,7 @@ run_link() {  # INDEX LABEL OPTIONS
   for spec in near:near:0,0 far:far1:-5,-150 far:far2:9,120; do
     IFS=: read -r host name clock <<< "$spec"
     "$badlink" exec "$host" "$bin/listener" join --host 10.78.0.1 --listener-name "$name" --output "virtual:$dir/$name.wav" \
-      --simulate-clock="$clock" --once --quiet 2> "$dir/$name.log" &
+      --simulate-clock="$clock" --clock-log "$dir/$name.clock" --once --quiet 2> "$dir/$name.log" &
     pids+=($!); listeners+=($!)
   done
   timeout 150 sh -c 'while :; do :; done' & pids+=($!); local hog=$!

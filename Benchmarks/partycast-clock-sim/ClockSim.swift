@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import PartyCastClock
+import PartyCastCore
 import Synchronization
 
 /// Replays simulated links through the clock estimators, old and new, and prints how far each
@@ -17,8 +18,13 @@ struct ClockSim: ParsableCommand {
     @Option(help: "Only the traces whose name contains this.") var trace: String?
     @Option(help: "Seconds after join from which errors count (BadLinkSyncTests judges from 11: a 6 s start, 5 s to settle).")
     var judgedFrom = 5
+    @Option(parsing: .upToNextOption, help: ArgumentHelp(
+        "Instead of simulating, replay these logs of real exchanges (listener join --clock-log; the broadcaster on the same machine).",
+        valueName: "FILE"))
+    var replay: [String] = []
 
-    func run() {
+    func run() throws {
+        guard replay.isEmpty else { return try replayLogs() }
         print("| trace | estimator | schedule | exchanges/s | median µs | p99 µs | max µs | worst run's p99 µs | drift p99 ppm |")
         print("|---|---|---|---|---|---|---|---|---|")
         for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
@@ -42,6 +48,24 @@ struct ClockSim: ParsableCommand {
                 }
             }
         }
+    }
+
+    /// One row a log, then the worst log's p99 and the mean of their p99s: how a change is judged.
+    private func replayLogs() throws {
+        let runs: [Replay]
+        do { runs = try replay.map { path throws(PartyCastError) in try Replay(path: path, judgedFrom: Int64(judgedFrom) * second) } } catch {
+            throw ValidationError(error.description)
+        }
+        print("| log | exchanges | median µs | p99 µs | max µs | drift p99 ppm |")
+        print("|---|---|---|---|---|---|")
+        var p99s: [Double] = []
+        for (path, run) in zip(replay, runs) {
+            p99s += run.errors.runP99s
+            print("| \(path)\(run.skippedLines > 0 ? " (\(run.skippedLines) lines skipped)" : "") | \(run.exchanges) | "
+                + "\(format(quantile(run.errors.offsets, 0.5))) | \(format(quantile(run.errors.offsets, 0.99))) | "
+                + "\(format(run.errors.offsets.max() ?? .nan)) | \(format(quantile(run.errors.drifts, 0.99))) |")
+        }
+        print("\nWorst log's p99 \(format(p99s.max() ?? .nan)) µs, mean p99 \(format(p99s.reduce(0, +) / Double(p99s.count))) µs over \(p99s.count) logs.")
     }
 
     private func format(_ value: Double) -> String {

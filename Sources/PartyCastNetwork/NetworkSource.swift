@@ -39,7 +39,7 @@ public final class NetworkSource: ScheduledPCMSource {
         fileprivate let connection = NIOLockedValueBox<BroadcastClient?>(nil)
         private let stopped = Atomic<Bool>(false)
 
-        public init(clock: LocalClock) { clockSync = ClockSync(clock: clock) }
+        public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil) { clockSync = ClockSync(clock: clock, log: clockLog) }
 
         /// Stops connecting, reconnecting and waiting, and closes the connection; the source's next
         /// call returns promptly.

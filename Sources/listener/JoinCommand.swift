@@ -88,6 +88,10 @@ struct Join: ParsableCommand {
         valueName: "OFFSET_S,DRIFT_PPM"))
     var simulateClock: String?
 
+    @Option(name: .customLong("clock-log"), help: ArgumentHelp(
+        "Write every clock exchange to FILE, to replay with partycast-clock-sim --replay.", valueName: "FILE"))
+    var clockLog: String?
+
     func validate() throws {
         if simulateClock != nil { _ = try simulatedClock() }
         guard abs(latencyOffsetMilliseconds) <= 2000 else { throw ValidationError("--latency-offset takes −2000…2000 ms") }
@@ -120,7 +124,11 @@ struct Join: ParsableCommand {
         options.clock = clock
         options.sync = !noSync
         options.key = key.key
-        let control = NetworkSource.Control(clock: clock)
+        var exchangeLog: ClockExchangeLog?
+        if let clockLog {
+            do { exchangeLog = try ClockExchangeLog(path: clockLog, clock: clock) } catch { throw exitFailing(error, program: "listener") }
+        }
+        let control = NetworkSource.Control(clock: clock, clockLog: exchangeLog)
         var playerOptions = PlayerOptions()
         playerOptions.sync = !noSync
         playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000

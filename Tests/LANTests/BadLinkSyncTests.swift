@@ -83,7 +83,8 @@ final class BadLinkSyncTests: XCTestCase {
         started.append(hog)
         let listeners = try [("near", "near", "0,0"), ("far1", "far", "-5,-150"), ("far2", "far", "9,120")].map { name, host, clock in
             (name, try on(host, ["\(bin)/listener", "join", "--host", "10.78.0.1", "--listener-name", name,
-                                 "--output", "virtual:\(directory)/\(name).wav", "--simulate-clock=\(clock)", "--once", "--quiet", "--log-level", "debug"]))
+                                 "--output", "virtual:\(directory)/\(name).wav", "--simulate-clock=\(clock)",
+                                 "--clock-log", "\(directory)/\(name).clock", "--once", "--quiet", "--log-level", "debug"]))
         }
         var failedListeners = 0
         for (name, process) in listeners {
@@ -109,7 +110,9 @@ final class BadLinkSyncTests: XCTestCase {
         // The issue's bar, for each far listener against the near one.
         for name in ["far1.wav", "far2.wav"] {
             guard let s = report.summaries.first(where: { $0.name == name }) else { XCTFail("no summary for \(name): \(measured.stdout)"); continue }
-            let context = "\(figures(s)) (every point in \(directory)/skew.csv)"
+            // The clock logs tell the estimator's share of a failure from the audio path's.
+            let context = "\(figures(s)) (every point in \(directory)/skew.csv; the clock exchanges in \(directory)/*.clock, "
+                + "for partycast-clock-sim --judged-from 11 --replay)"
             // ~30 s settled at 10 points a second: enough that p99 means something.
             XCTAssertGreaterThan(s.points, 200, context)
             XCTAssertLessThanOrEqual(s.p99Microseconds ?? .infinity, 100, "p99: \(context)")

@@ -6,6 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 @testable import PartyCastClock
 import PartyCastCore
+import PartyCastSources
 import PartyCastWire
 import XCTest
 
@@ -169,6 +170,56 @@ final class ClockExchangeTests: XCTestCase {
         let local = clock.now(), truth = Int64(bitPattern: monotonicNanoseconds())
         XCTAssertLessThan(abs(mapping.remote(fromLocal: local) - truth), 200_000, "within 200 µs of the truth on loopback")
         XCTAssertEqual(tcpRequests.withLockedValue { $0 }, 0, "UDP was answered: no exchange went over TCP")
+    }
+
+    /// `--clock-log`: the log holds the listener's clock and every exchange the estimator took, in
+    /// order, so replaying it gives exactly the listener's own estimate.
+    func testTheClockLogReplaysToTheListenersOwnEstimate() throws {
+        let clock = LocalClock(offsetSeconds: 9, driftPPM: 120)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("clock-log-\(getpid()).txt").path
+        defer { unlink(path) }
+        let sync = ClockSync(clock: clock, log: try ClockExchangeLog(path: path, clock: clock))
+        sync.connected()
+        var broadcaster = SimulatedBroadcaster(offset: 1_000_000_000, driftPPM: -40, origin: clock.now(), outboundQueueing: 200_000,
+                                               inboundQueueing: 500_000, random: SplitMix64(seed: 7))
+        // 3 s of exchanges every 5 ms, answers taken one, two or three at a time.
+        let exchanges = (0..<600).map { broadcaster.exchange(sentAt: broadcaster.origin + Int64($0) * 5_000_000) }
+        var next = 0
+        while next < exchanges.count {
+            let batch = exchanges[next..<min(next + 1 + next % 3, exchanges.count)]
+            sync.record(batch)
+            next = batch.endIndex
+        }
+        // An answer forged with a t1 from before the connection: ignored, so not logged either.
+        sync.record(ClockSample(t1: 0, t2: 1, t3: 2, t4: 3))
+        XCTAssertEqual(sync.ignoredAnswers, 1)
+
+        let log = try XCTUnwrap(ClockExchangeLog.read(try String(contentsOfFile: path, encoding: .utf8)[...]))
+        XCTAssertEqual(log.clock, clock)
+        XCTAssertEqual(log.skippedLines, 0)
+        XCTAssertEqual(log.samples, exchanges)
+        var replayed = ClockEstimator()
+        for sample in log.samples { replayed.add(sample) }
+        XCTAssertNotNil(replayed.mapping)
+        XCTAssertEqual(replayed.mapping, sync.mapping)
+    }
+
+    /// A log is read as hostile input: a bad header is refused, bad lines are skipped and counted.
+    func testAClockLogThatIsNotOneIsRefusedAndBadLinesAreSkipped() throws {
+        let header = "# partycast clock log 1: offset-ns -5000000000 drift-ppm -150.0 anchor-ns 42\n"
+        let text = header + "1 2 3 4\n1 2 3\nfive 6 7 8\n1 2 3 99999999999999999999\n1 2 3 9223372036854775807\n1 2 3 4 5\n10 20 30 40\n"
+        let log = try XCTUnwrap(ClockExchangeLog.read(text[...]))
+        XCTAssertEqual(log.clock.offsetNanoseconds, -5_000_000_000)
+        XCTAssertEqual(log.clock.driftPPM, -150)
+        XCTAssertEqual(log.clock.anchor, 42)
+        XCTAssertEqual(log.samples, [ClockSample(t1: 1, t2: 2, t3: 3, t4: 4), ClockSample(t1: 10, t2: 20, t3: 30, t4: 40)])
+        XCTAssertEqual(log.skippedLines, 5)
+        XCTAssertNil(ClockExchangeLog.read("1 2 3 4\n"[...]), "no header")
+        XCTAssertNil(ClockExchangeLog.read(header.replacingOccurrences(of: "-150.0", with: "-1000000")[...]),
+                     "a drift no clock has (1 + drift would be 0)")
+        XCTAssertNil(ClockExchangeLog.read(header.replacingOccurrences(of: "anchor-ns 42", with: "anchor-ns -1")[...]))
+        XCTAssertNil(ClockExchangeLog.read(header.replacingOccurrences(of: "-5000000000", with: "-9223372036854775808")[...]),
+                     "an offset of centuries")
     }
 
     /// UDP that nobody answers (a firewall): the requester turns to the TCP connection.

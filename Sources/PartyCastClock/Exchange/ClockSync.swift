@@ -28,8 +28,13 @@ public final class ClockSync: Sendable {
     public let schedule = PlaybackSchedule()
     private let state = NIOLockedValueBox(State())
     private let ignored = Synchronization.Atomic<Int>(0)
+    /// Where the exchanges the estimator takes are written, if asked (`--clock-log`).
+    private let log: ClockExchangeLog?
 
-    public init(clock: LocalClock) { self.clock = clock }
+    public init(clock: LocalClock, log: ClockExchangeLog? = nil) {
+        self.clock = clock
+        self.log = log
+    }
 
     static let plausibleRemoteTime: ClosedRange<Int64> = 0...(1 << 62)
 
@@ -59,7 +64,7 @@ public final class ClockSync: Sendable {
 
     /// Exchanges that completed together, taken in one refit.
     public func record(_ samples: some Collection<ClockSample>) {
-        let rejected = state.withLockedValue { s in
+        let (rejected, taken) = state.withLockedValue { s in
             // Every answer echoes a t1 this connection sent: one from before it, or from after the
             // answer arrived, is forged or replayed. The broadcaster's times are CLOCK_MONOTONIC
             // readings (never negative, never centuries), and it answers within a second.
@@ -71,9 +76,11 @@ public final class ClockSync: Sendable {
             }
             s.estimator.add(contentsOf: plausible)
             publish(s)
-            return samples.count - plausible.count
+            return (samples.count - plausible.count, log == nil ? [] : Array(plausible))
         }
         if rejected > 0 { ignored.add(rejected, ordering: .relaxed) }
+        // Outside the lock: the player's threads read the mapping through it.
+        log?.append(taken)
     }
 
     /// The stream's timing, learnt from an audio chunk's presentation time and position.

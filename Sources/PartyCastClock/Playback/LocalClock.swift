@@ -8,7 +8,7 @@ public struct LocalClock: Sendable, Equatable {
     public let offsetNanoseconds: Int64
     public let driftPPM: Double
     /// Machine time at which the simulated clock reads exactly machine time + offset.
-    private let anchor: UInt64
+    public let anchor: UInt64
 
     public static let system = LocalClock(offsetNanoseconds: 0, driftPPM: 0, anchor: 0)
 
@@ -16,7 +16,8 @@ public struct LocalClock: Sendable, Equatable {
         self.init(offsetNanoseconds: Int64((offsetSeconds * 1e9).rounded()), driftPPM: driftPPM, anchor: anchor)
     }
 
-    private init(offsetNanoseconds: Int64, driftPPM: Double, anchor: UInt64) {
+    /// The clock a `ClockExchangeLog` recorded.
+    init(offsetNanoseconds: Int64, driftPPM: Double, anchor: UInt64) {
         self.offsetNanoseconds = offsetNanoseconds
         self.driftPPM = driftPPM
         self.anchor = anchor

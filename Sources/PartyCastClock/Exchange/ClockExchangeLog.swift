@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PartyCastCore
+
+/// Every exchange a listener's estimator takes, as text (`listener join --clock-log FILE`), so its
+/// errors on a real link can be replayed exactly and estimator changes judged on real delays
+/// (`partycast-clock-sim --replay`), not only on simulated ones:
+///
+///     # partycast clock log 1: offset-ns -5000000000 drift-ppm -150 anchor-ns 123456789
+///     t1 t2 t3 t4
+///
+/// The header is the listener's clock (`--simulate-clock`); then one exchange a line in the order
+/// taken, in nanoseconds (t1, t4 on that clock; t2, t3 on the broadcaster's). Where the broadcaster
+/// ran on the same machine (bench-sync, the tests) its clock is CLOCK_MONOTONIC, so the replay knows
+/// the true offset at every instant.
+public final class ClockExchangeLog: Sendable {
+    static let headerPrefix = "# partycast clock log 1: "
+    private let fd: Int32
+
+    public init(path: String, clock: LocalClock) throws(PartyCastError) {
+        do {
+            fd = try systemCall("open") { open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        } catch {
+            throw PartyCastError(.output, "cannot create \(path): \(error)")
+        }
+        append(Self.headerPrefix + "offset-ns \(clock.offsetNanoseconds) drift-ppm \(clock.driftPPM) anchor-ns \(clock.anchor)\n")
+    }
+
+    deinit { close(fd) }
+
+    /// Written as they are taken, unbuffered: a listener that is killed has logged every exchange
+    /// it took. A failed write (a full disk) loses those lines, never the party.
+    func append(_ samples: some Sequence<ClockSample>) {
+        var text = ""
+        for sample in samples { text += "\(sample.t1) \(sample.t2) \(sample.t3) \(sample.t4)\n" }
+        if !text.isEmpty { append(text) }
+    }
+
+    private func append(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count,
+                  let written = try? systemCall("write", { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }),
+                  written > 0 {
+                offset += written
+            }
+        }
+    }
+
+    /// A log's clock and exchanges. Lines that do not parse, or hold times no clock reads, are
+    /// skipped and counted.
+    public struct Contents: Sendable {
+        public var clock: LocalClock
+        public var samples: [ClockSample]
+        public var skippedLines: Int
+    }
+
+    /// Clock readings a log may hold: CLOCK_MONOTONIC and what `--simulate-clock` makes of it are
+    /// far inside, and the clock's arithmetic cannot overflow on them.
+    static let plausibleTime: ClosedRange<Int64> = -(1 << 62)...(1 << 62)
+
+    /// Reads a log written by `ClockExchangeLog`; nil when the header is missing or is not a clock
+    /// `--simulate-clock` could make (an offset within a day, a drift within ±10000 ppm).
+    public static func read(_ text: Substring) -> Contents? {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: true)[...]
+        guard let header = lines.popFirst(), header.hasPrefix(headerPrefix) else { return nil }
+        let fields = header.dropFirst(headerPrefix.count).split(separator: " ")
+        guard fields.count == 6, fields[0] == "offset-ns", fields[2] == "drift-ppm", fields[4] == "anchor-ns",
+              let offset = Int64(fields[1]), offset.magnitude <= 86_400_000_000_000,
+              let drift = Double(fields[3]), abs(drift) <= 10_000,
+              let anchor = UInt64(fields[5]), anchor <= UInt64(plausibleTime.upperBound)
+        else { return nil }
+        var contents = Contents(clock: LocalClock(offsetNanoseconds: offset, driftPPM: drift, anchor: anchor),
+                                samples: [], skippedLines: 0)
+        for line in lines {
+            let fields = line.split(separator: " ")
+            let times = fields.compactMap { Int64($0) }.filter(plausibleTime.contains)
+            guard fields.count == 4, times.count == 4 else {
+                contents.skippedLines += 1
+                continue
+            }
+            contents.samples.append(ClockSample(t1: times[0], t2: times[1], t3: times[2], t4: times[3]))
+        }
+        return contents
+    }
+}
