@@ -5,6 +5,9 @@
 # listener plays on a simulated card; the skew between them is measured from the recordings by
 # partycast-skew (cross-correlation), never from the code's own bookkeeping.
 #   scripts/bench-sync.sh [BIN_DIR]     → summary on stdout, bench-out/sync-skew.{csv,json,png}
+#   BENCH_SEED=N draws the links' jitter and loss from seed N (default 11). Each seed is one fixed
+#   sequence of draws per direction, so the lucky packets fall at about the same times in every run
+#   of a configuration: compare configurations over several seeds, not over runs of one.
 #   KEEP=1 keeps the recordings and logs (the script says where), and each link's clock exchange
 #   logs (linkN/NAME.clock): partycast-clock-sim --judged-from 11 --replay linkN/far*.clock runs
 #   them through the clock estimator again.
@@ -24,6 +27,7 @@ out=$root/bench-out
 lan=$root/scripts/lan/lan.sh
 badlink=$root/scripts/lan/badlink.sh
 mode=${BENCH_SYNC:-all}
+seed=${BENCH_SEED:-11}
 [[ $mode =~ ^(lan|links|all)$ ]] || { echo "bench-sync: BENCH_SYNC is lan, links or all, not \"$mode\"" >&2; exit 2; }
 export PC_LAN_PREFIX=pcsync PC_LAN_STATE=/tmp/pc-lan-sync PC_LAN_LIFETIME=400
 # One condition at a time; each link lives at most as long as one run could take.
@@ -129,7 +133,7 @@ run_link() {  # INDEX LABEL OPTIONS
   mkdir -p "$dir"
   echo "bench-sync: link $i: $label (netem: ${options:-no options})"
   # shellcheck disable=SC2086  # the options are words
-  "$badlink" up $options --seed 11 > "$dir/up.log"
+  "$badlink" up $options --seed "$seed" > "$dir/up.log"
   "$badlink" check > "$dir/check.log"
   "$badlink" exec near "$bin/broadcaster" share "$work/song.mp3" --no-mdns --name "Link bench" --start-in 6 2> "$dir/broadcaster.log" &
   pids+=($!); local broadcaster=$!
@@ -193,7 +197,7 @@ run_links() {
     echo "|---|---|---|---|---|---|---|---|"
     jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s |" end' "$out/sync-links.json"
     echo
-    jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed 11 → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
+    jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed '"$seed"' → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
   } > "$out/sync-links.md"
   cat "$out/sync-links.md"
   echo "bench-sync: wrote $out/sync-links.md, $out/sync-links.json"

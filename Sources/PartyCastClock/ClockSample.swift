@@ -62,9 +62,9 @@ public struct ClockMapping: Sendable, Equatable {
 /// with the exchanges in the window, so the interval is proportional to the span covered so far and
 /// inversely proportional to the noise: the error stays about the same from join on, on any link.
 /// Measured with partycast-clock-sim (p99 of the mapping's error after 5 s, 16 seeds):
-/// - 0–20 ms jitter (noise ~10 ms): 5 ms until 16 s, 20 ms from 64 s: p99 45 µs. A flat 20 ms after the
-///   first second gives 210 µs, 5 ms until 15 s then 20 ms gives 74 µs.
-/// - 0–5 ms jitter (noise ~2.5 ms): 20 ms at 16 s, 80 ms from 64 s: p99 41 µs.
+/// - 0–20 ms jitter (noise ~10 ms): 2.5 ms until 16 s, 5 ms at 32 s, 10 ms from 64 s. A flat 20 ms after
+///   the first second gives p99 210 µs, 5 ms until 15 s then 20 ms 74 µs.
+/// - 0–5 ms jitter (noise ~2.5 ms): 10 ms at 16 s, 40 ms from 64 s.
 /// - A quiet link (noise ~10–20 µs): the sparsest, 250 ms, from a few seconds on. Not 1 s, nor 500 ms:
 ///   a real path's least delay is itself noisy (a relay or NIC that happens to be awake forwards
 ///   faster), and with few points a second the envelope rests on a few rare low points that come and
@@ -74,19 +74,30 @@ public struct ClockMapping: Sendable, Equatable {
 ///   and let the glitch test judge them; each exchange costs a listener ~0.15 ms of CPU on loopback.
 /// `ClockRequester` also waits at least half the least recent round trip, so a congested path slows it.
 public struct ClockExchangeSchedule: Sendable {
-    /// Interval × noise (ns²) once the window is full: 20 ms at a noise of 10 ms.
-    static let budget = 2e14
-    static let densest: Int64 = 5_000_000
+    /// Interval × noise (ns²) once the window is full: 10 ms at a noise of 10 ms.
+    static let budget = 1e14
+    /// The first second's pace, whatever the link: a quiet link needs no more.
+    static let joining: Int64 = 5_000_000
+    /// Only a noisy link comes down to this, while its window is short and the drift fit's lever
+    /// with it. The judged link (0–20 ms, 1 % loss, stalls) exchanges ~190 times a second over its
+    /// first minute instead of ~110 (budget 2e14, densest 5 ms), and the error falls where sync
+    /// missed its bar: bench-sync, 8 seeds of its link, p99 of the worse far listener mean 40 → 27 µs,
+    /// worst 62 → 49; its clock logs replayed (16 listeners from 11 s) mean p99 37 → 24, worst
+    /// 61 → 49; partycast-clock-sim (64 seeds, from 11 s) p99 / max / worst run's p99 29 / 70 / 51 →
+    /// 22 / 43 / 40 µs, through the starved relay 57 / 238 / 168 → 36 / 69 / 53. Either half alone does
+    /// not: densest 2.5 ms at budget 2e14 gained 16 % more exchanges and nothing measurable, budget
+    /// 1e14 at 5 ms nothing either (3 seeds: 54, 67, 37 µs against 34, 42, 45). Quiet links go sparse as before.
+    static let densest: Int64 = 2_500_000
     static let sparsest: Int64 = 250_000_000
 
     public init() {}
 
     /// - The first second: every 5 ms, while there is no noise to go by (~200 exchanges: the offset is
     ///   good within a few hundred ms, and the drift fit starts from a span of 0.5 s).
-    /// - Then `budget` / noise × (time since join / window), between 5 ms and 250 ms; 20 ms while the
+    /// - Then `budget` / noise × (time since join / window), between 2.5 ms and 250 ms; 20 ms while the
     ///   noise is unknown (no answer yet).
     public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?) -> Int64 {
-        if nanoseconds < 1_000_000_000 { return Self.densest }
+        if nanoseconds < 1_000_000_000 { return Self.joining }
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
         let covered = Double(min(nanoseconds, ClockEstimator.window)) / Double(ClockEstimator.window)
         let interval = Self.budget / Double(linkNoise) * covered
