@@ -44,6 +44,7 @@ let package = Package(
         .library(name: "PartyCastWire", targets: ["PartyCastWire"]),
         .library(name: "PartyCastDiscovery", targets: ["PartyCastDiscovery"]),
         .library(name: "PartyCastClock", targets: ["PartyCastClock"]),
+        .library(name: "PartyCastClockExchange", targets: ["PartyCastClockExchange"]),
         .library(name: "PartyCastNetwork", targets: ["PartyCastNetwork"]),
     ],
     dependencies: [
@@ -136,20 +137,24 @@ let package = Package(
         .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastClock", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
-        // Clock sync, all of it: the maths that map a listener's clock to the broadcaster's (free of
-        // I/O, at the top), the local clock and the schedule the audio thread reads (Playback/), and
-        // the exchanges themselves — UDP with kernel timestamps, TCP as the fallback (Exchange/).
+        // Clock sync's maths, free of the wire: what maps a listener's clock to the broadcaster's (at
+        // the top), the local clock and the schedule the audio thread reads (Playback/), and the one
+        // place exchanges' results become that schedule (Sync/).
         .target(name: "PartyCastClock", dependencies: [
-            "PartyCastCore", "PartyCastWire",
+            "PartyCastCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
+        // The exchanges themselves: UDP with kernel timestamps, TCP as the fallback, both ends.
+        .target(name: "PartyCastClockExchange", dependencies: [
+            "PartyCastCore", "PartyCastClock", "PartyCastWire",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
-            "PartyCastCore", "PartyCastClock", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
@@ -200,7 +205,7 @@ let package = Package(
             "PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore", "PartyCastDecoder", "PartyCastSources", "PartyCastTestSupport",
         ]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
-            "PartyCastClock", "PartyCastCore", "PartyCastWire", "PartyCastSources",
+            "PartyCastClock", "PartyCastClockExchange", "PartyCastCore", "PartyCastWire", "PartyCastSources",
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),

@@ -18,7 +18,8 @@ let package = Package(
             .product(name: "PartyCastClock", package: "partycast"), .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]),
         .executableTarget(name: "ClockDatagramFuzzer", dependencies: [
-            "FuzzDriver", .product(name: "PartyCastClock", package: "partycast"), .product(name: "PartyCastWire", package: "partycast"),
+            "FuzzDriver", .product(name: "PartyCastClock", package: "partycast"), .product(name: "PartyCastClockExchange", package: "partycast"),
+            .product(name: "PartyCastWire", package: "partycast"),
         ]),
     ]
 )

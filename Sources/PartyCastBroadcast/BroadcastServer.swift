@@ -3,7 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import PartyCastClock
+import PartyCastClockExchange
 import PartyCastCore
 import PartyCastWire
 
@@ -245,6 +245,7 @@ final class PeerHandler: ChannelInboundHandler {
         case (.joined(let id, _, _), .status(let status)?):
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds),
                           syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil,
+                          clockBoundMicroseconds: status.hasClockBoundMicroseconds ? Int(status.clockBoundMicroseconds) : nil,
                           latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))))
         case (.joined(_, let name, _), .goodbye?):
             logger.info("\(name)@\(address) left")

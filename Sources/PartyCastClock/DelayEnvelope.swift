@@ -159,6 +159,15 @@ struct DelayEnvelope: Sendable {
     /// not on the order they came in, and one point more barely moves it.
     private(set) var gap = 0.0
 
+    /// How far apart the lowest points above the last fit's line lie, each from the next (ns): the
+    /// k-th lowest bin's excess over k − 1 (the line rests on the lowest, so k − 1 spacings). Near
+    /// the floor the points fall like a Poisson process of this mean spacing, so the true floor lies
+    /// below the lowest point by at most ln(1/α) spacings with probability 1 − α. Unlike `gap`, it
+    /// reads only the floor's neighbourhood: on a link that keeps order most points queue behind
+    /// others, far above, and say nothing of how often one comes near the floor.
+    private(set) var floorSpacing = 0.0
+    static let floorPoints = 8
+
     private mutating func binnedGap(above line: Line) -> Double {
         var bins = 0
         for position in 0..<count where !glitch[position] {
@@ -167,6 +176,8 @@ struct DelayEnvelope: Sendable {
         }
         guard bins > 0 else { return 0 }
         binExcesses[0..<bins].sort()
+        let k = min(Self.floorPoints, bins)
+        floorSpacing = k < 2 ? .infinity : max(0, binExcesses[k - 1]) / Double(k - 1)
         return binExcesses[bins / 2] / Double(bins)
     }
 

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PartyCastClock
+import PartyCastClockExchange
 import PartyCastCore
 import PartyCastWire
 import Synchronization

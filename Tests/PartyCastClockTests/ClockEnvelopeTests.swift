@@ -3,7 +3,8 @@ import PartyCastSources
 import XCTest
 
 /// A link like UDP through a jittery relay: each packet held 0–`jitter` on its own (so answers
-/// overtake each other), requests pipelined, answers handed over in the order they arrive.
+/// overtake each other), requests pipelined, answers handed over in the order they arrive. With
+/// `keepsOrder`, as Wi-Fi: no packet leaves before one sent earlier the same way.
 struct JitteryLink {
     /// Remote minus local at `joinTime`.
     var offset: Int64
@@ -14,6 +15,8 @@ struct JitteryLink {
     var downJitter: Int64
     var base: Int64 = 150_000
     var random: SplitMix64
+    var keepsOrder = false
+    var lastUp: Int64 = .min, lastDown: Int64 = .min
 
     func remote(atLocal local: Int64) -> Int64 {
         let t = Double(local - joinTime)
@@ -25,9 +28,11 @@ struct JitteryLink {
     private var wander: Double { wanderPPMPerMinute * 1e-6 / 60e9 }
 
     mutating func exchange(sentAt t1: Int64) -> (arrival: Int64, sample: ClockSample) {
-        let received = t1 + base + Int64.random(in: 0...upJitter, using: &random)
+        var received = t1 + base + Int64.random(in: 0...upJitter, using: &random)
+        if keepsOrder { (received, lastUp) = (max(received, lastUp), max(received, lastUp)) }
         let replied = received + Int64.random(in: 5_000...30_000, using: &random)
-        let t4 = replied + base + Int64.random(in: 0...downJitter, using: &random)
+        var t4 = replied + base + Int64.random(in: 0...downJitter, using: &random)
+        if keepsOrder { (t4, lastDown) = (max(t4, lastDown), max(t4, lastDown)) }
         return (t4, ClockSample(t1: t1, t2: remote(atLocal: received), t3: remote(atLocal: replied), t4: t4))
     }
 
@@ -38,17 +43,23 @@ struct JitteryLink {
         deliver: (inout ClockEstimator, ClockSample) -> Void = { $0.add($1) },
         probe: (Int64, ClockEstimator, JitteryLink) -> Void = { _, _, _ in }
     ) {
-        var inFlight: [(arrival: Int64, sample: ClockSample)] = []
+        // As ClockRequester: the schedule learns from the answers' order whether they overtake.
+        var inFlight: [(arrival: Int64, sequence: UInt64, sample: ClockSample)] = []
+        var order = AnswerOrder(), sequence: UInt64 = 0
         var nextSend = start, nextProbe = start
         while nextProbe < start + duration {
             let arrival = inFlight.map(\.arrival).min() ?? .max
             if arrival <= min(nextSend, nextProbe) {
-                deliver(&estimator, inFlight.remove(at: inFlight.firstIndex { $0.arrival == arrival }!).sample)
+                let answer = inFlight.remove(at: inFlight.firstIndex { $0.arrival == arrival }!)
+                order.record(sequence: answer.sequence)
+                deliver(&estimator, answer.sample)
             } else if nextSend <= nextProbe {
-                inFlight.append(exchange(sentAt: nextSend))
+                sequence += 1
+                let (arrival, sample) = exchange(sentAt: nextSend)
+                inFlight.append((arrival, sequence, sample))
                 let sinceJoin = nextSend - joinTime
-                nextSend += interval?(sinceJoin)
-                    ?? ClockExchangeSchedule().interval(sinceJoin: sinceJoin, linkNoise: estimator.linkNoise)
+                nextSend += interval?(sinceJoin) ?? ClockExchangeSchedule().interval(
+                    sinceJoin: sinceJoin, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake)
             } else {
                 probe(nextProbe, estimator, self)
                 nextProbe += 10 * millisecond

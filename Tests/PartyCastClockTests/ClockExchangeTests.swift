@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 @testable import PartyCastClock
+@testable import PartyCastClockExchange
 import PartyCastCore
 import PartyCastSources
 import PartyCastWire

@@ -1,5 +1,6 @@
 import FuzzDriver
-@testable import PartyCastClock
+import PartyCastClock
+@testable import PartyCastClockExchange
 import PartyCastWire
 
 /// Feeds arbitrary datagrams to both ends of the UDP clock channel, as anyone on the LAN can: the

@@ -8,6 +8,7 @@ import Foundation
 #endif
 import Logging
 import NIOConcurrencyHelpers
+import PartyCastClock
 import PartyCastCore
 import PartyCastWire
 import Synchronization
@@ -128,6 +129,7 @@ struct Exchange {
     private var unansweredInARow = 0
     private var roundTrips = [Int64](repeating: 0, count: recentRoundTrips)
     private var answers = 0
+    private var order = AnswerOrder()
 
     init(datagrams: ClockRequester.Datagrams?, sync: ClockSync) {
         self.datagrams = datagrams
@@ -157,7 +159,9 @@ struct Exchange {
                 }
                 usingTCP = fallBack
                 if fallBack { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
-                due = now + max(sync.nextExchangeDelay(), leastRecentRoundTrip / 2, fallBack ? ClockRequester.densestOverTCP : 0)
+                // Over TCP answers never overtake each other.
+                due = now + max(sync.nextExchangeDelay(answersOvertake: !fallBack && order.answersOvertake),
+                                leastRecentRoundTrip / 2, fallBack ? ClockRequester.densestOverTCP : 0)
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
             var fds = [pollfd(fd: mailbox.pipe.readEnd, events: Int16(POLLIN), revents: 0),
@@ -229,6 +233,7 @@ struct Exchange {
         let slot = Int(answer.sequence % UInt64(Self.inFlightCapacity))
         guard answer.sequence != 0, inFlight[slot].sequence == answer.sequence, inFlight[slot].t1 == answer.t1 else { return nil }
         inFlight[slot] = (0, 0)
+        order.record(sequence: answer.sequence)
         return ClockSample(t1: answer.t1, t2: answer.t2, t3: answer.t3, t4: arrivedAt)
     }
 

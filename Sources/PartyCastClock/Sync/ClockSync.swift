@@ -47,18 +47,21 @@ public final class ClockSync: Sendable {
     }
 
     /// How long to wait before the next exchange: paced by how noisy the link has looked.
-    func nextExchangeDelay() -> Int64 {
+    package func nextExchangeDelay(answersOvertake: Bool) -> Int64 {
         let (since, noise) = state.withLockedValue { (clock.now() - $0.connectedAt, $0.estimator.linkNoise) }
-        return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise)
+        return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise, answersOvertake: answersOvertake)
     }
 
     /// The current estimate of the broadcaster's clock, nil until the first answer.
     public var mapping: ClockMapping? { state.withLockedValue { $0.estimator.mapping } }
 
+    /// How far `mapping` may be off, 99 % of the time, by the evidence (ns; `ClockEstimator.errorBound`).
+    public var errorBound: Int64? { state.withLockedValue { $0.estimator.errorBound } }
+
     /// Clock answers thrown away: forged, replayed, malformed or absurd.
     public var ignoredAnswers: Int { ignored.load(ordering: .relaxed) }
 
-    func countIgnored() { ignored.add(1, ordering: .relaxed) }
+    package func countIgnored() { ignored.add(1, ordering: .relaxed) }
 
     public func record(_ sample: ClockSample) { record(CollectionOfOne(sample)) }
 

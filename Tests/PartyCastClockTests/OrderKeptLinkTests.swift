@@ -1,0 +1,83 @@
+import PartyCastClock
+import PartyCastSources
+import XCTest
+
+/// Links that keep packet order (Wi-Fi, a TCP connection), where a packet held holds every one behind
+/// it, and the estimator's own bound on its error, on those links and on ones that reorder.
+final class OrderKeptLinkTests: XCTestCase {
+    func testAnswerOrderTellsALinkThatKeepsOrderFromOneThatDoesNot() {
+        var inOrder = AnswerOrder()
+        for sequence: UInt64 in 1...1_000 { inOrder.record(sequence: sequence) }
+        XCTAssertFalse(inOrder.answersOvertake)
+
+        // Too few answers to judge: taken to keep order.
+        var few = AnswerOrder()
+        for sequence: UInt64 in [2, 1, 4, 3, 6, 5] { few.record(sequence: sequence) }
+        XCTAssertFalse(few.answersOvertake)
+
+        // One answer in twenty overtaken, then the link settles into order: the verdict follows it.
+        var changing = AnswerOrder()
+        for sequence: UInt64 in stride(from: 1, through: 600, by: 2) {
+            changing.record(sequence: sequence % 20 == 1 ? sequence + 1 : sequence)
+            changing.record(sequence: sequence % 20 == 1 ? sequence : sequence + 1)
+        }
+        XCTAssertTrue(changing.answersOvertake)
+        for sequence: UInt64 in 601...5_000 { changing.record(sequence: sequence) }
+        XCTAssertFalse(changing.answersOvertake)
+
+        // Lost answers are not overtaken ones.
+        var lossy = AnswerOrder()
+        for sequence: UInt64 in 1...1_000 where sequence % 7 != 0 { lossy.record(sequence: sequence) }
+        XCTAssertFalse(lossy.answersOvertake)
+    }
+
+    /// Where order is kept a request sent before the last has left queues behind it: never more
+    /// often than once per noise there. The first second and quiet links are as on any link.
+    func testScheduleNeverExchangesFasterThanTheNoiseWhereOrderIsKept() {
+        let schedule = ClockExchangeSchedule()
+        let quiet: Int64 = 15_000, noisy: Int64 = 10 * millisecond
+        for overtake in [false, true] {
+            XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: noisy, answersOvertake: overtake), 5 * millisecond)
+            XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: overtake), 250 * millisecond)
+        }
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: true), 2_500_000)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: false), noisy)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 40 * millisecond, answersOvertake: false), 40 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 2 * second, answersOvertake: false), 250 * millisecond)
+    }
+
+    /// 99 % of the time from 11 s (when a party's skew starts to count), the mapping is within the
+    /// bound the estimator gives, over seeds, on links that reorder, keep order or are quiet; and the
+    /// bound says something (it is not merely huge). A link that keeps order exchanges less often.
+    func testTheBoundCoversTheErrorWhateverTheLinkDoes() throws {
+        let links: [(name: String, jitter: Int64, keepsOrder: Bool, typicalBound: Int64)] = [
+            ("0–20 ms, reordering", 20 * millisecond, false, 100 * microsecond),
+            ("0–20 ms, order kept", 20 * millisecond, true, 400 * microsecond),
+            ("0–5 ms, order kept", 5 * millisecond, true, 100 * microsecond),
+            ("quiet", 20 * microsecond, false, 10 * microsecond),
+        ]
+        var exchanges: [String: Int] = [:]
+        for (name, jitter, keepsOrder, typicalBound) in links {
+            var probes = 0, covered = 0
+            var bounds: [Int64] = []
+            for seed: UInt64 in 1...3 {
+                var link = JitteryLink(offset: 3 * second + Int64(seed), driftPPM: seed % 2 == 0 ? 120 : -90, wanderPPMPerMinute: 0.1,
+                                       upJitter: jitter, downJitter: jitter, random: SplitMix64(seed: seed), keepsOrder: keepsOrder)
+                var estimator = ClockEstimator()
+                link.run(&estimator, duration: 30 * second, probe: { now, estimator, link in
+                    guard now - joinTime >= 11 * second, let bound = estimator.errorBound else { return }
+                    probes += 1
+                    bounds.append(bound)
+                    if link.error(of: estimator, at: now) <= bound { covered += 1 }
+                })
+                exchanges[name, default: 0] += estimator.samples
+            }
+            let coverage = Double(covered) / Double(max(probes, 1))
+            let median = bounds.sorted()[bounds.count / 2]
+            print("\(name): bound held \(coverage * 100) % of \(probes) probes, median ±\(median / 1000) µs")
+            XCTAssertGreaterThanOrEqual(coverage, 0.99, name)
+            XCTAssertLessThanOrEqual(median, typicalBound, name)
+        }
+        XCTAssertLessThan(try XCTUnwrap(exchanges["0–20 ms, order kept"]), try XCTUnwrap(exchanges["0–20 ms, reordering"]) / 2)
+    }
+}
