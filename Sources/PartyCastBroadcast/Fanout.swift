@@ -16,6 +16,8 @@ public struct PeerInfo: Sendable {
     /// The listener's last reported buffer fill, in milliseconds of audio.
     public var bufferMilliseconds: Int?
     public var syncErrorMicroseconds: Int?
+    /// Its own 99 % bound on its clock's error, as it last reported.
+    public var clockBoundMicroseconds: Int?
     /// The speaker delay it plays ahead of, as it last reported.
     public var latencyOffsetMilliseconds = 0
     /// Chunks it missed because its connection could not keep up.
@@ -231,10 +233,12 @@ public final class Fanout: Sendable {
         changed()
     }
 
-    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int) {
+    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?,
+                latencyOffsetMilliseconds: Int) {
         state.withLockedValue { s in
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds
+            s.peers[id]?.info.clockBoundMicroseconds = clockBoundMicroseconds
             s.peers[id]?.info.latencyOffsetMilliseconds = latencyOffsetMilliseconds
         }
         changed()

@@ -212,7 +212,8 @@ public final class Party: PartyControl {
                 return PartySnapshot.Listener(id: peer.listenerID, name: peer.name, host: peer.host, address: peer.address,
                                               volume: settings.volume, muted: settings.muted,
                                               latencyOffsetMilliseconds: settings.latencyOffsetMilliseconds ?? peer.latencyOffsetMilliseconds,
-                                              bufferMilliseconds: peer.bufferMilliseconds, syncErrorMicroseconds: peer.syncErrorMicroseconds)
+                                              bufferMilliseconds: peer.bufferMilliseconds, syncErrorMicroseconds: peer.syncErrorMicroseconds,
+                                              clockBoundMicroseconds: peer.clockBoundMicroseconds)
             }
             return view
         }

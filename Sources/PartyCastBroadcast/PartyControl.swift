@@ -77,9 +77,12 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
         public var latencyOffsetMilliseconds: Int
         public var bufferMilliseconds: Int?
         public var syncErrorMicroseconds: Int?
+        /// The listener's own 99 % bound on its clock's error against the broadcaster's.
+        public var clockBoundMicroseconds: Int?
 
         public init(id: String, name: String, host: String, address: String, volume: Int, muted: Bool,
-                    latencyOffsetMilliseconds: Int, bufferMilliseconds: Int?, syncErrorMicroseconds: Int?) {
+                    latencyOffsetMilliseconds: Int, bufferMilliseconds: Int?, syncErrorMicroseconds: Int?,
+                    clockBoundMicroseconds: Int?) {
             self.id = id
             self.name = name
             self.host = host
@@ -89,6 +92,7 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
             self.latencyOffsetMilliseconds = latencyOffsetMilliseconds
             self.bufferMilliseconds = bufferMilliseconds
             self.syncErrorMicroseconds = syncErrorMicroseconds
+            self.clockBoundMicroseconds = clockBoundMicroseconds
         }
     }
 

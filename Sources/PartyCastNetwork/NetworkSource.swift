@@ -51,12 +51,16 @@ public final class NetworkSource: ScheduledPCMSource {
 
         var isCancelled: Bool { stopped.load(ordering: .acquiring) }
 
+        /// The clock's own 99 % bound on its error (µs, rounded up), nil before its first estimate.
+        public var clockBoundMicroseconds: Int? { clockSync.errorBound.map { Int(($0 + 999) / 1000) } }
+
         /// Tells the broadcaster how this listener is doing (shown in its listener view).
         public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int) {
             var status = PCStatus()
             status.bufferMilliseconds = UInt32(clamping: bufferMilliseconds)
             status.latencyOffsetMilliseconds = Int32(clamping: latencyOffsetMilliseconds)
             if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
+            if syncErrorMicroseconds != nil, let bound = clockBoundMicroseconds { status.clockBoundMicroseconds = UInt32(clamping: bound) }
             var envelope = PCEnvelope()
             envelope.body = .status(status)
             connection.withLockedValue { $0?.sendIfJoined(envelope) }

@@ -181,8 +181,9 @@ struct Ctl: AsyncParsableCommand {
         for l in s.listeners {
             let buffer = l.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer –"
             let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
+            let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
             lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
-                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)")
+                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)\(clock)")
         }
         return lines
     }

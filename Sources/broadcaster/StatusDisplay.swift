@@ -34,7 +34,8 @@ final class StatusDisplay {
                 for peer in peers {
                     let buffer = peer.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer ?"
                     let sync = peer.syncErrorMicroseconds.map { "sync \($0 >= 0 ? "+" : "")\($0) µs" } ?? "sync –"
-                    lines.append("    \(peer.name) @ \(peer.host) (\(peer.address))  \(buffer)  \(sync)" + (peer.skippedChunks > 0 ? "  skipped \(peer.skippedChunks)" : ""))
+                    let clock = peer.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+                    lines.append("    \(peer.name) @ \(peer.host) (\(peer.address))  \(buffer)  \(sync)\(clock)" + (peer.skippedChunks > 0 ? "  skipped \(peer.skippedChunks)" : ""))
                 }
                 Console.status(lines)
             }

@@ -166,7 +166,7 @@ struct Join: ParsableCommand {
             }
             if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
                                                          latencyOffsetMilliseconds: status.latencyOffsetMilliseconds) }
-            if terminal { StatusLine.draw(status) }
+            if terminal { StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds) }
         }
         let reason = player.run()
         keys?.finish()

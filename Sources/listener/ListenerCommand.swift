@@ -81,7 +81,7 @@ struct Play: ParsableCommand {
             }
         }
         player.observe { status in
-            if terminal { StatusLine.draw(status) }
+            if terminal { StatusLine.draw(status, clockBoundMicroseconds: nil) }
         }
         let reason = player.run()
         keys?.finish()

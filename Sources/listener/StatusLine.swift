@@ -3,10 +3,11 @@ import PartyCastCore
 import PartyCastPlayer
 
 /// The one-line status display on a terminal: title/artist, elapsed/duration with a bar,
-/// buffer fill, party mode's sync error, concealed packets and state ("paused" while the party is).
+/// buffer fill, party mode's sync error and the clock's own bound on its error, concealed packets and
+/// state ("paused" while the party is).
 /// Redrawn in place.
 enum StatusLine {
-    static func draw(_ s: PlayerStatus) {
+    static func draw(_ s: PlayerStatus, clockBoundMicroseconds: Int?) {
         var parts: [String] = []
         let who = [s.tags.title ?? s.tags.station, s.tags.artist].compactMap { $0 }.joined(separator: " — ")
         if !who.isEmpty { parts.append("♪ \(who)") }
@@ -21,7 +22,10 @@ enum StatusLine {
             parts.append("\(elapsed) (live)")
         }
         parts.append("buffer \(Int(s.bufferFill * 100))%")
-        if let sync = s.syncErrorMicroseconds { parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs") }
+        if let sync = s.syncErrorMicroseconds {
+            parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs")
+            if let bound = clockBoundMicroseconds { parts.append("clock ±\(bound) µs") }
+        }
         if s.concealedPackets > 0 { parts.append("concealed \(s.concealedPackets)") }
         // The party's pause is the news; the player itself keeps playing (silence) meanwhile.
         parts.append(s.partyPaused ? "paused" : s.state.rawValue)

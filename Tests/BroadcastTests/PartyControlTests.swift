@@ -70,17 +70,25 @@ final class PartyControlTests: XCTestCase {
         func ctl(_ arguments: [String]) throws -> ProcessResult {
             try runProcess(broadcaster, ["ctl", "--url", url] + arguments, timeout: 20)
         }
-        // Every listener has joined and reported its buffer, and the party has been heard for a second.
+        // Every listener has joined and reported its buffer and its clock's bound, and the party has
+        // been heard for a second.
         func ready() throws -> Bool {
             let lines = try ctl(["status"]).stdout.components(separatedBy: "\n")
             let elapsed = lines.first?.firstMatch(of: /(\d+):(\d\d) \//).map { Int($0.1)! * 60 + Int($0.2)! } ?? 0
-            return elapsed >= 1 && names.allSatisfy { name in lines.contains { $0.contains("] \(name) (") && !$0.contains("buffer –") } }
+            return elapsed >= 1 && names.allSatisfy { name in
+                lines.contains { $0.contains("] \(name) (") && !$0.contains("buffer –") && $0.contains("clock ±") }
+            }
         }
         let deadline = Date().addingTimeInterval(30)
         while try !ready() {
             guard Date() < deadline else { return XCTFail("the listeners never all played: \(try ctl(["status"]).stdout)") }
             try await Task.sleep(for: .milliseconds(200))
         }
+        // Loopback is a quiet link: each listener's own bound on its clock is tight.
+        let status = try ctl(["status"]).stdout
+        let bounds = status.matches(of: /clock ±(\d+) µs/).map { Int($0.1)! }
+        XCTAssertEqual(bounds.count, names.count, status)
+        XCTAssert(bounds.allSatisfy { (1...200).contains($0) }, status)
 
         let steps: [Step] = [
             Step(arguments: ["pause"], effect: .silence),

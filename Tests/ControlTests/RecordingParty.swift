@@ -49,13 +49,13 @@ final class RecordingParty: PartyControl {
         ]
         snapshot.listeners = [
             .init(id: "L1", name: "Kitchen", host: "kitchen", address: "127.0.0.1", volume: 80, muted: false,
-                  latencyOffsetMilliseconds: 0, bufferMilliseconds: 950, syncErrorMicroseconds: 120),
+                  latencyOffsetMilliseconds: 0, bufferMilliseconds: 950, syncErrorMicroseconds: 120, clockBoundMicroseconds: 7),
             .init(id: "L2", name: "Living Room", host: "lounge", address: "127.0.0.2", volume: 100, muted: false,
-                  latencyOffsetMilliseconds: 40, bufferMilliseconds: 980, syncErrorMicroseconds: -80),
+                  latencyOffsetMilliseconds: 40, bufferMilliseconds: 980, syncErrorMicroseconds: -80, clockBoundMicroseconds: 35),
             .init(id: "L3", name: "Garden", host: "garden-a", address: "127.0.0.3", volume: 60, muted: true,
-                  latencyOffsetMilliseconds: 0, bufferMilliseconds: nil, syncErrorMicroseconds: nil),
+                  latencyOffsetMilliseconds: 0, bufferMilliseconds: nil, syncErrorMicroseconds: nil, clockBoundMicroseconds: nil),
             .init(id: "L4", name: "Garden", host: "garden-b", address: "127.0.0.4", volume: 60, muted: false,
-                  latencyOffsetMilliseconds: 0, bufferMilliseconds: 900, syncErrorMicroseconds: 10),
+                  latencyOffsetMilliseconds: 0, bufferMilliseconds: 900, syncErrorMicroseconds: 10, clockBoundMicroseconds: 4),
         ]
         state = NIOLockedValueBox(State(snapshot: snapshot))
     }

@@ -81,6 +81,7 @@ final class WireFramingTests: XCTestCase {
         response.t1 = 1_000_000_001; response.t2 = 2_000_000_002; response.t3 = 2_000_000_003
         var status = PCStatus()
         status.bufferMilliseconds = 480; status.syncErrorMicroseconds = -12; status.underruns = 2; status.playedPosition = 48000
+        status.clockBoundMicroseconds = 37
         var challenge = PCKeyChallenge()
         challenge.broadcasterNonce = Data(repeating: 7, count: 32); challenge.broadcasterProof = Data(repeating: 9, count: 32)
         var proof = PCKeyProof()

@@ -194,6 +194,7 @@ function renderListeners(next) {
     setValue($(".latency", row), listener.latencyOffsetMilliseconds);
     $(".buffer", row).textContent = listener.bufferMilliseconds == null ? "–" : listener.bufferMilliseconds + " ms";
     $(".sync", row).textContent = listener.syncErrorMicroseconds == null ? "–" : (listener.syncErrorMicroseconds / 1000).toFixed(1) + " ms";
+    $(".clock", row).textContent = listener.clockBoundMicroseconds == null ? "–" : "±" + listener.clockBoundMicroseconds + " µs";
   }
 }
 

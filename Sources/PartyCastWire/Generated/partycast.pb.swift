@@ -593,11 +593,24 @@ public nonisolated struct PCStatus: Sendable {
   /// The speaker delay this listener plays ahead of (its --latency-offset, or what the remote set).
   public var latencyOffsetMilliseconds: Int32 = 0
 
+  /// The listener's own bound on its clock's error against the broadcaster's, 99 % of the time,
+  /// from the evidence of its exchanges (it assumes the path's least delay is the same both ways,
+  /// which no exchange can see); absent before its first estimate and without sync.
+  public var clockBoundMicroseconds: UInt32 {
+    get {_clockBoundMicroseconds ?? 0}
+    set {_clockBoundMicroseconds = newValue}
+  }
+  /// Returns true if `clockBoundMicroseconds` has been explicitly set.
+  public var hasClockBoundMicroseconds: Bool {self._clockBoundMicroseconds != nil}
+  /// Clears the value of `clockBoundMicroseconds`. Subsequent reads from it will return its default value.
+  public mutating func clearClockBoundMicroseconds() {self._clockBoundMicroseconds = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _syncErrorMicroseconds: Int32? = nil
+  fileprivate var _clockBoundMicroseconds: UInt32? = nil
 }
 
 /// One UDP datagram of the clock exchange, either way (not an Envelope, not length-prefixed). t2 is
@@ -1573,7 +1586,7 @@ nonisolated extension PCClockResponse: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0\u{3}clock_bound_microseconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1586,6 +1599,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.underruns) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.playedPosition) }()
       case 5: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self._clockBoundMicroseconds) }()
       default: break
       }
     }
@@ -1611,6 +1625,9 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if self.latencyOffsetMilliseconds != 0 {
       try visitor.visitSingularSInt32Field(value: self.latencyOffsetMilliseconds, fieldNumber: 5)
     }
+    try { if let v = self._clockBoundMicroseconds {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1620,6 +1637,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if lhs.underruns != rhs.underruns {return false}
     if lhs.playedPosition != rhs.playedPosition {return false}
     if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
+    if lhs._clockBoundMicroseconds != rhs._clockBoundMicroseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
