@@ -36,7 +36,7 @@ release: deps
 test: deps fixtures
 	python3 -m pip install --quiet --disable-pip-version-check $(PIP_PACKAGES)
 	swift build
-	for product in listener broadcaster partycast-skew partycast-netem; do swift build -c release --product $$product; done
+	for product in listener broadcaster partycast-skew partycast-netem partycast-clock-sim; do swift build -c release --product $$product; done
 	set -o pipefail; PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test 2>&1 \
 		| tee .build/test.log; status=$$?; \
 		echo "--- failures (from .build/test.log):"; grep -E ": error: |' failed \(" .build/test.log | tail -40 || echo "none"; \

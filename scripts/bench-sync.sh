@@ -17,9 +17,12 @@
 # and (+9 s, +120 ppm) on the far side, a CPU hog, the same minute of audio, once per condition.
 # Each row: the skew of the worse far listener (by p99) against the near one, 5 s after each first
 # sound; the max pairwise p99 over all three; the longest dropout (run of exact zeros) in a far
-# recording while the song plays.                    → bench-out/sync-links.{md,json}
+# recording while the song plays; the far listeners' clock error against the truth (their exchanges
+# replayed by partycast-clock-sim), the median of their own 99 % bound and the share of the time it
+# held; exchanges a second and clock bytes a second (IP included, both ways) per far listener.
+#                                                     → bench-out/sync-links.{md,json}
 #   BENCH_SYNC=lan | links | all (default)   runs only the LAN part, only the link table, or both.
-#   BENCH_LINKS="1 4"                         runs only those rows of the table (default: all five).
+#   BENCH_LINKS="1 7"                         runs only those rows of the table (default: all nine).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/.build/release}
@@ -110,13 +113,20 @@ pids=()
 }
 
 # The link table. Rows: label|partycast-netem options ("down" is broadcaster → far listeners).
+# Wi-Fi keeps order: a frame held (contention, retransmission, power save) holds everything behind it.
+wifi="--keep-order --jitter-ms 0-2 --spike-pct 3 --spike-ms 5-20 --burst-ms 5-50 --burst-every-s 3 --burst-length-ms 150 --loss 0.5"
 link_conditions=(
   "relay, no impairment|"
   "250 ms stall every 8 s|--stall-ms 250 --stall-every-s 8"
   "each packet held 0–5 ms (may reorder)|--jitter-ms 0-5"
-  "**0–20 ms per packet, 1 % loss, 250 ms stall every 8 s (judged)**|--jitter-ms 0-20 --loss 1 --stall-ms 250 --stall-every-s 8"
+  "0–20 ms per packet, 1 % loss, 250 ms stall every 8 s (may reorder)|--jitter-ms 0-20 --loss 1 --stall-ms 250 --stall-every-s 8"
   # The bottleneck carries both far streams: 2 × 128 kbit/s of Opus, so 512 kbit/s is twice the load.
   "asymmetric: downlink only, 0–10 ms per packet, 512 kbit/s bottleneck (2 × the two streams' audio bitrate)|--down-jitter-ms 0-10 --down-rate-kbps 512"
+  "each packet held 0–5 ms, order kept|--jitter-ms 0-5 --keep-order"
+  "**0–20 ms per packet, 1 % loss, 250 ms stall every 8 s, order kept (judged)**|--jitter-ms 0-20 --loss 1 --stall-ms 250 --stall-every-s 8 --keep-order"
+  "Wi-Fi (order kept): 0–2 ms, 3 % held 5–20 ms, bursts of 5–50 ms for ~150 ms every ~3 s, 0.5 % loss|$wifi"
+  # Another stream shares the downlink (a 1 Mbit/s bottleneck), an uploading station contends the uplink.
+  "Wi-Fi, asymmetric load: 1 Mbit/s downlink shared, uplink bursts for ~300 ms every ~1 s|$wifi --down-rate-kbps 1000 --up-burst-every-s 1 --up-burst-length-ms 300"
 )
 
 # Waits (bounded) until FILE contains TEXT.
@@ -152,8 +162,16 @@ run_link() {  # INDEX LABEL OPTIONS
   "$badlink" down > "$dir/netem.log"
   pids=()  # all waited for: no PID of ours left to stop
   "$bin/partycast-skew" "$dir/near.wav" "$dir/far1.wav" "$dir/far2.wav" --settle-s 5 --json --gaps --csv "$dir/skew.csv" > "$dir/skew.json"
+  # The far listeners' clocks against the truth (their exchanges replayed; the broadcaster's clock is
+  # this machine's), with each one's own 99 % bound and how often it held, from 11 s (6 s start + 5 s).
+  "$bin/partycast-clock-sim" --judged-from 11 --json --replay "$dir/far1.clock" "$dir/far2.clock" | jq -s . > "$dir/clock.json"
+  # Clock traffic: every UDP packet netem forwarded is a far listener's exchange (no mDNS here).
+  local udp_bytes netem_seconds
+  udp_bytes=$(grep -o 'udp-bytes [0-9]*' "$dir/netem.log" | awk '{ s += $2 } END { print s + 0 }')
+  netem_seconds=$(sed -n 's/.* after \([0-9.]*\) s;.*/\1/p' "$dir/netem.log")
   # One row: the worse far listener by p99; the far recordings' longest dropout and shortest song.
-  jq --arg cond "$label" --arg options "$options" --arg netem "$(cat "$dir/netem.log")" '
+  jq --arg cond "$label" --arg options "$options" --arg netem "$(cat "$dir/netem.log")" \
+    --slurpfile clock "$dir/clock.json" --argjson udp_bytes "$udp_bytes" --argjson netem_seconds "${netem_seconds:-0}" '
     [.summaries[] | select(.name == "far1.wav" or .name == "far2.wav")] as $far
     | ($far | max_by(.p99Microseconds)) as $worse
     | [.gaps[] | select(.name != "near.wav")] as $farGaps
@@ -162,7 +180,11 @@ run_link() {  # INDEX LABEL OPTIONS
        pairwise_p99_us: (.summaries[] | select(.name == "max pairwise") | .p99Microseconds),
        longest_gap_ms: ($farGaps | map(.longestGapMs) | max),
        shortest_song_s: ($farGaps | map(.songFrames) | min / 48000),
-       skew: .}' "$dir/skew.json" > "$dir/row.json"
+       exchanges_per_s: ($clock[0] | map(.exchanges_per_s) | add / length),
+       clock_bytes_per_s: (if $netem_seconds > 0 then $udp_bytes / 2 / $netem_seconds else null end),
+       clock_p99_us: ($clock[0] | map(.p99_us) | max), bound_median_us: ($clock[0] | map(.bound_median_us) | max),
+       bound_covered_pct: ($clock[0] | map(.covered_pct) | min),
+       clock: $clock[0], skew: .}' "$dir/skew.json" > "$dir/row.json"
 }
 
 run_links() {
@@ -193,9 +215,9 @@ run_links() {
     echo "Skew of the worse far listener against the near one (µs, from the recordings, 5 s after each first sound; one minute"
     echo "of pink noise; clocks near 0/0, far −5 s/−150 ppm and +9 s/+120 ppm; a CPU hog). Pairwise: max over all three."
     echo
-    echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) |"
-    echo "|---|---|---|---|---|---|---|---|"
-    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s |" end' "$out/sync-links.json"
+    echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) | clock p99 (far, replayed) | own bound, median | bound held | exchanges/s | clock B/s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s | \(.clock_p99_us | round) µs | ±\(.bound_median_us | round) µs | \(.bound_covered_pct * 10 | round / 10) % | \(.exchanges_per_s | round) | \(.clock_bytes_per_s // 0 | round) |" end' "$out/sync-links.json"
     echo
     jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed '"$seed"' → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
   } > "$out/sync-links.md"

@@ -22,11 +22,13 @@ struct ClockSim: ParsableCommand {
         "Instead of simulating, replay these logs of real exchanges (listener join --clock-log; the broadcaster on the same machine).",
         valueName: "FILE"))
     var replay: [String] = []
+    @Flag(help: "With --replay: one JSON object a log (what bench-sync reads) instead of the table.") var json = false
+
 
     func run() throws {
         guard replay.isEmpty else { return try replayLogs() }
-        print("| trace | estimator | schedule | exchanges/s | median µs | p99 µs | max µs | worst run's p99 µs | drift p99 ppm |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| trace | estimator | schedule | exchanges/s | median µs | p99 µs | max µs | worst run's p99 µs | drift p99 ppm | bound median µs | covered % |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
             for schedule in Schedule.allCases {
                 // Seeds run in parallel; each is its own deterministic world.
@@ -44,7 +46,8 @@ struct ClockSim: ParsableCommand {
                 for (name, errors) in [("baseline (before #11)", baseline), ("envelope (#11)", new)] {
                     print("| \(trace.name) | \(name) | \(schedule.rawValue) | \(format(Double(errors.exchanges) / errors.seconds)) | "
                         + "\(format(quantile(errors.offsets, 0.5))) | \(format(quantile(errors.offsets, 0.99))) | "
-                        + "\(format(errors.offsets.max() ?? .nan)) | \(format(errors.runP99s.max() ?? .nan)) | \(format(quantile(errors.drifts, 0.99))) |")
+                        + "\(format(errors.offsets.max() ?? .nan)) | \(format(errors.runP99s.max() ?? .nan)) | \(format(quantile(errors.drifts, 0.99))) | "
+                        + "\(format(quantile(errors.bounds, 0.5))) | \(format(errors.coverage)) |")
                 }
             }
         }
@@ -56,14 +59,27 @@ struct ClockSim: ParsableCommand {
         do { runs = try replay.map { path throws(PartyCastError) in try Replay(path: path, judgedFrom: Int64(judgedFrom) * second) } } catch {
             throw ValidationError(error.description)
         }
-        print("| log | exchanges | median µs | p99 µs | max µs | drift p99 ppm |")
-        print("|---|---|---|---|---|---|")
+        if json {
+            for (path, run) in zip(replay, runs) {
+                let e = run.errors
+                // JSON has no NaN: a log too short to judge gives nulls.
+                func number(_ value: Double?) -> String { value.map { $0.isFinite ? "\($0)" : "null" } ?? "null" }
+                print("{\"log\": \"\(path.unicodeScalars.filter { $0 != "\"" && $0 != "\\" && $0.value >= 32 }.map(String.init).joined())\", "
+                    + "\"exchanges\": \(run.exchanges), \"exchanges_per_s\": \(number(run.exchangesPerSecond)), "
+                    + "\"p99_us\": \(number(quantile(e.offsets, 0.99))), \"max_us\": \(number(e.offsets.max())), "
+                    + "\"bound_median_us\": \(number(quantile(e.bounds, 0.5))), \"covered_pct\": \(number(e.coverage))}")
+            }
+            return
+        }
+        print("| log | exchanges | median µs | p99 µs | max µs | drift p99 ppm | bound median µs | covered % |")
+        print("|---|---|---|---|---|---|---|---|")
         var p99s: [Double] = []
         for (path, run) in zip(replay, runs) {
             p99s += run.errors.runP99s
             print("| \(path)\(run.skippedLines > 0 ? " (\(run.skippedLines) lines skipped)" : "") | \(run.exchanges) | "
                 + "\(format(quantile(run.errors.offsets, 0.5))) | \(format(quantile(run.errors.offsets, 0.99))) | "
-                + "\(format(run.errors.offsets.max() ?? .nan)) | \(format(quantile(run.errors.drifts, 0.99))) |")
+                + "\(format(run.errors.offsets.max() ?? .nan)) | \(format(quantile(run.errors.drifts, 0.99))) | "
+                + "\(format(quantile(run.errors.bounds, 0.5))) | \(format(run.errors.coverage)) |")
         }
         print("\nWorst log's p99 \(format(p99s.max() ?? .nan)) µs, mean p99 \(format(p99s.reduce(0, +) / Double(p99s.count))) µs over \(p99s.count) logs.")
     }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import PartyCastSources
 
 let microsecond: Int64 = 1_000
@@ -25,14 +28,34 @@ struct Path: Sendable {
     var busy: [Range<Int64>] = []
     /// Packets sent before this time see only `base` and `noise`: a quiet link that turns bad.
     var impairedFrom: Int64 = 0
+    /// Bursts of a worse hold (Wi-Fi's contention and retransmissions), nil for none.
+    var bursts: Bursts?
+    /// Other traffic through the same queue: a packet every `interval` ± half (audio chunks down,
+    /// TCP acknowledgements up). With `inOrder` a clock packet waits behind whatever they drew.
+    var background: Int64?
 
     var lastArrival: Int64 = .min
+    var nextBackground: Int64 = 0
 
     mutating func arrival(sentAt time: Int64, random: inout SplitMix64) -> Int64? {
+        if let background {
+            while nextBackground <= time {
+                _ = deliver(sentAt: nextBackground, random: &random)
+                nextBackground += Int64.random(in: background / 2...background * 3 / 2, using: &random)
+            }
+        }
+        return deliver(sentAt: time, random: &random)
+    }
+
+    private mutating func deliver(sentAt time: Int64, random: inout SplitMix64) -> Int64? {
         let impaired = time >= impairedFrom
         if impaired, loss > 0, Double.random(in: 0..<1, using: &random) < loss { return nil }
         var arrival = time + base + Int64.random(in: 0...noise, using: &random)
-        if impaired, jitter > 0 { arrival += Int64.random(in: 0...jitter, using: &random) }
+        if impaired, let hold = bursts?.hold(at: time, random: &random) {
+            arrival += hold
+        } else if impaired, jitter > 0 {
+            arrival += Int64.random(in: 0...jitter, using: &random)
+        }
         if impaired, let period = stallPeriod, arrival >= 3 * second, (arrival - 3 * second) % period < stallLength {
             arrival += stallLength - (arrival - 3 * second) % period
         }
@@ -67,6 +90,35 @@ struct Path: Sendable {
     }
 }
 
+/// A two-state (Gilbert–Elliott) hold, as Wi-Fi behaves: mostly a good state whose packets are held
+/// 0–`goodHold`, a few of them much longer (a retransmission), and now and then a bad spell
+/// (contention, a neighbour's burst, power save) whose packets are held `badHold`. Spells last an
+/// exponentially distributed time of mean `meanGood` and `meanBad`.
+struct Bursts: Sendable {
+    var goodHold: Int64 = 2 * millisecond
+    var retransmission = 0.03
+    var retransmissionHold: ClosedRange<Int64> = 5 * millisecond...20 * millisecond
+    var badHold: ClosedRange<Int64> = 5 * millisecond...50 * millisecond
+    var meanGood: Int64 = 3 * second
+    var meanBad: Int64 = 150 * millisecond
+
+    private var bad = false
+    private var spellEnd: Int64 = 0
+
+    init() {}
+
+    mutating func hold(at time: Int64, random: inout SplitMix64) -> Int64 {
+        while time >= spellEnd {
+            bad.toggle()
+            let mean = Double(bad ? meanBad : meanGood)
+            spellEnd += Int64(-mean * log(1 - Double.random(in: 0..<1, using: &random)))
+        }
+        if bad { return Int64.random(in: badHold, using: &random) }
+        if Double.random(in: 0..<1, using: &random) < retransmission { return Int64.random(in: retransmissionHold, using: &random) }
+        return Int64.random(in: 0...goodHold, using: &random)
+    }
+}
+
 extension Path {
     /// The same path through a relay that a CPU hog keeps from running half the time, in spells of
     /// 0.1–3 ms (a time slice): a packet due inside one leaves at its end. As partycast-netem behaved
@@ -96,7 +148,43 @@ struct Trace: Sendable {
 
     static let judged = Path(jitter: 20 * millisecond, loss: 0.01, stallPeriod: 8 * second)
 
+    /// The judged link as Wi-Fi delivers it: in order, each direction a queue that the audio (down:
+    /// the broadcaster writes 100 ms of it at a time, two segments) and TCP's acknowledgements (up)
+    /// go through too.
+    static func ordered(_ path: Path) -> Trace {
+        var down = path, up = path
+        (down.inOrder, down.background) = (true, 50 * millisecond)
+        (up.inOrder, up.background) = (true, 100 * millisecond)
+        return Trace(name: "", outbound: { [up] _, _ in up }, inbound: { [down] _, _ in down })
+    }
+
+    static func named(_ name: String, _ trace: Trace) -> Trace {
+        var trace = trace
+        trace.name = name
+        return trace
+    }
+
     static let all: [Trace] = [
+        .named("order kept: judged (0–20 ms, 1 % loss, 250 ms stall / 8 s)", ordered(judged)),
+        .named("order kept: 0–5 ms", ordered(Path(jitter: 5 * millisecond))),
+        .named("order kept: Wi-Fi bursts (Gilbert–Elliott), 0.5 % loss", ordered({
+            var path = Path(loss: 0.005)
+            path.bursts = Bursts()
+            return path
+        }())),
+        // Another stream on the downlink (a packet every 5 ms), a station uploading (bursts twice as often up).
+        Trace(name: "order kept: Wi-Fi bursts, another stream down, a station uploading", outbound: { _, _ in
+            var path = Path(loss: 0.005, inOrder: true)
+            path.bursts = Bursts()
+            path.bursts!.meanGood = 1500 * millisecond
+            path.background = 100 * millisecond
+            return path
+        }, inbound: { _, _ in
+            var path = Path(loss: 0.005, inOrder: true)
+            path.bursts = Bursts()
+            path.background = 5 * millisecond
+            return path
+        }),
         .symmetric("quiet (150 µs + 0–20 µs)", Path()),
         .symmetric("0–5 ms jitter", Path(jitter: 5 * millisecond)),
         .symmetric("0–20 ms jitter", Path(jitter: 20 * millisecond)),

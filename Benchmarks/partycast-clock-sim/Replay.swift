@@ -12,6 +12,8 @@ struct Replay {
     var errors = Errors()
     var exchanges = 0
     var skippedLines = 0
+    /// Exchanges over the log's span.
+    var exchangesPerSecond = 0.0
 
     init(path: String, judgedFrom: Int64) throws(PartyCastError) {
         guard let log = ClockExchangeLog.read(try Self.contents(of: path)[...]) else {
@@ -23,6 +25,7 @@ struct Replay {
             throw PartyCastError(.invalidArgument, "\(path): spans more than a day (\(first.t1) to \(last.t4) ns)")
         }
         exchanges = log.samples.count
+        exchangesPerSecond = last.t4 > first.t1 ? Double(exchanges) / (Double(last.t4 - first.t1) / 1e9) : 0
         skippedLines = log.skippedLines
         let trueDriftPPM = (1 / (1 + log.clock.driftPPM * 1e-6) - 1) * 1e6
         var estimator = ClockEstimator()
@@ -34,7 +37,9 @@ struct Replay {
             }
             guard let mapping = estimator.mapping else { continue }
             let truth = Int64(bitPattern: log.clock.machine(fromLocal: probe))
-            errors.offsets.append(Double(mapping.remote(fromLocal: probe) &- truth).magnitude / 1e3)
+            let offset = Double(mapping.remote(fromLocal: probe) &- truth).magnitude / 1e3
+            errors.offsets.append(offset)
+            errors.record(bound: estimator.errorBound, offset: offset)
             errors.drifts.append(abs(mapping.driftPPM - trueDriftPPM))
         }
         errors.runP99s = [quantile(errors.offsets, 0.99)]

@@ -18,10 +18,10 @@ enum Schedule: String, CaseIterable {
     /// ClockExchangeSchedule now, paced by the new estimator's `linkNoise`.
     case adaptive
 
-    func interval(sinceJoin: Int64, linkNoise: Int64?) -> Int64 {
+    func interval(sinceJoin: Int64, linkNoise: Int64?, answersOvertake: Bool) -> Int64 {
         switch self {
         case .fixed: sinceJoin < 500 * millisecond ? 20 * millisecond : sinceJoin < 5 * second ? 100 * millisecond : second
-        case .adaptive: ClockExchangeSchedule().interval(sinceJoin: sinceJoin, linkNoise: linkNoise)
+        case .adaptive: ClockExchangeSchedule().interval(sinceJoin: sinceJoin, linkNoise: linkNoise, answersOvertake: answersOvertake)
         }
     }
 }
@@ -32,6 +32,9 @@ struct Errors {
     /// Each run's p99 offset error: what one run of BadLinkSyncTests is judged by.
     var runP99s: [Double] = []
     var drifts: [Double] = []   // |estimated − true drift|, ppm
+    /// The estimator's own 99 % bound at each probe (µs), and how many probes it covered.
+    var bounds: [Double] = []
+    var covered = 0
     var exchanges = 0
     var seconds = 0.0
 
@@ -39,6 +42,8 @@ struct Errors {
         offsets += other.offsets
         runP99s += other.runP99s
         drifts += other.drifts
+        bounds += other.bounds
+        covered += other.covered
         exchanges += other.exchanges
         seconds += other.seconds
     }
@@ -59,7 +64,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
     var inbound = trace.inbound(duration + second, &random)
     var estimator = ClockEstimator(), baseline = BaselineEstimator()
     var errors = (new: Errors(), baseline: Errors())
-    var inFlight: [(arrival: Int64, sample: ClockSample)] = []
+    var inFlight: [(arrival: Int64, sequence: UInt64, sample: ClockSample)] = []
+    var order = AnswerOrder(), sequence: UInt64 = 0
     var nextSend: Int64 = 0, nextProbe: Int64 = 0
     // ClockRequester never sends faster than half the least of the last 32 round trips.
     var roundTrips: [Int64] = []
@@ -68,21 +74,23 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
         let nextArrival = inFlight.min { $0.arrival < $1.arrival }?.arrival ?? .max
         if nextArrival <= min(nextSend, nextProbe) {
             let index = inFlight.firstIndex { $0.arrival == nextArrival }!
-            let sample = inFlight.remove(at: index).sample
+            let (_, answered, sample) = inFlight.remove(at: index)
+            order.record(sequence: answered)
             estimator.add(sample)
             baseline.add(sample)
             roundTrips = roundTrips.suffix(31) + [sample.roundTrip]
         } else if nextSend <= nextProbe {
             if nextSend >= judgedFrom { errors.new.exchanges += 1 }
+            sequence += 1
             if let received = outbound.arrival(sentAt: nextSend, random: &random) {
                 let replied = received + Int64.random(in: 5 * microsecond...30 * microsecond, using: &random)
                 if let arrival = inbound.arrival(sentAt: replied, random: &random) {
                     let sample = ClockSample(t1: joinTime + nextSend, t2: joinTime + clock.remote(atLocal: received),
                                              t3: joinTime + clock.remote(atLocal: replied), t4: joinTime + arrival)
-                    inFlight.append((arrival, sample))
+                    inFlight.append((arrival, sequence, sample))
                 }
             }
-            nextSend += max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise),
+            nextSend += max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake),
                             schedule == .adaptive ? (roundTrips.min() ?? 0) / 2 : 0)
         } else {
             if nextProbe >= judgedFrom {
@@ -94,6 +102,7 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
                     if index == 0 {
                         errors.new.offsets.append(offset)
                         errors.new.drifts.append(drift)
+                        errors.new.record(bound: estimator.errorBound, offset: offset)
                     } else {
                         errors.baseline.offsets.append(offset)
                         errors.baseline.drifts.append(drift)
@@ -109,6 +118,17 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
     errors.baseline.exchanges = errors.new.exchanges
     errors.baseline.seconds = errors.new.seconds
     return errors
+}
+
+extension Errors {
+    mutating func record(bound: Int64?, offset: Double) {
+        let bound = Double(bound ?? .max) / 1e3
+        bounds.append(bound)
+        if offset <= bound { covered += 1 }
+    }
+
+    /// Percent of probes whose error the bound covered.
+    var coverage: Double { offsets.isEmpty ? .nan : 100 * Double(covered) / Double(offsets.count) }
 }
 
 func quantile(_ values: [Double], _ q: Double) -> Double {

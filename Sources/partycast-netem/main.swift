@@ -19,6 +19,12 @@
 //                         every Y s (from the start), hold everything for X ms, then release it in
 //                         order: a Wi-Fi retransmission storm
 //   --rate-kbps R         a bottleneck of R kbit/s with a FIFO queue in front of it (queueing under load)
+//   --spike-pct P --spike-ms A-B
+//                         hold P % of packets [A, B] ms instead of their jitter: a retransmission
+//   --burst-ms A-B --burst-every-s G --burst-length-ms L
+//                         Wi-Fi's bad spells (a two-state Gilbert–Elliott model): spells of mean L ms,
+//                         mean G s apart (both exponential), in which every packet is held [A, B] ms
+//                         instead of its jitter or spike (contention, a neighbour's burst, power save)
 // Every packet held counts against --queue-kb (default 4096) per direction; beyond it, it is dropped.
 // The run is reproducible from --seed (default 1) given the same packets. --lifetime-s (default 3600)
 // bounds the run; SIGTERM, SIGINT or the lifetime's end stop it cleanly with one summary line on
@@ -59,123 +65,6 @@ func fixed(_ value: Double, _ decimals: Int) -> String {
     guard decimals > 0 else { return "\(sign)\(whole)" }
     let digits = String(fraction)
     return "\(sign)\(whole)." + String(repeating: "0", count: decimals - digits.count) + digits
-}
-
-// MARK: Options
-
-struct Impairment {
-    var jitterMs: (low: Double, high: Double) = (0, 0)
-    var keepOrder = false
-    var lossPercent = 0.0
-    var stallMs = 0.0
-    var stallEveryS = 0.0
-    var rateKbps = 0.0
-
-    var description: String {
-        var parts: [String] = []
-        if jitterMs.high > 0 { parts.append("jitter \(fixed(jitterMs.low, 1))-\(fixed(jitterMs.high, 1)) ms" + (keepOrder ? " in order" : "")) }
-        if lossPercent > 0 { parts.append("loss \(fixed(lossPercent, 2)) %") }
-        if stallMs > 0 { parts.append("stall \(fixed(stallMs, 0)) ms every \(fixed(stallEveryS, 1)) s") }
-        if rateKbps > 0 { parts.append("rate \(fixed(rateKbps, 0)) kbit/s") }
-        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
-    }
-}
-
-struct Options {
-    var device = "netem0"
-    var peerDevice: String?
-    var peerNetns = ""
-    var seed: UInt64 = 1
-    var lifetimeS = 3600.0
-    var queueBytes = 4096 * 1024
-    var readyFile: String?
-    /// [down, up].
-    var impairments = [Impairment(), Impairment()]
-}
-
-let usage = """
-    usage: partycast-netem --peer-netns PATH [--dev NAME] [--peer-dev NAME] [--seed N] [--lifetime-s S]
-                           [--queue-kb K] [--ready-file PATH] [[--up-|--down-]IMPAIRMENT…]
-    impairments: --jitter-ms A[-B]  --keep-order  --loss PCT  --stall-ms X --stall-every-s Y  --rate-kbps R
-    (see the comment at the top of Sources/partycast-netem/main.swift)
-    """
-
-func parseOptions(_ arguments: [String]) -> Options {
-    var options = Options()
-    // Overrides for one direction apply after the options for both, whatever their order.
-    var general: [(String, String?)] = [], directed: [(Int, String, String?)] = []
-    var i = 0
-    func value(_ name: String) -> String {
-        i += 1
-        guard i < arguments.count else { fail("\(name) needs a value\n\(usage)") }
-        return arguments[i]
-    }
-    while i < arguments.count {
-        let argument = arguments[i]
-        var name = argument, inline: String?
-        if let equals = argument.firstIndex(of: "=") {
-            name = String(argument[..<equals])
-            inline = String(argument[argument.index(after: equals)...])
-        }
-        func take() -> String { inline ?? value(name) }
-        switch name {
-        case "-h", "--help": say(usage); exit(0)
-        case "--dev": options.device = take()
-        case "--peer-dev": options.peerDevice = take()
-        case "--peer-netns": options.peerNetns = take()
-        case "--seed": guard let seed = UInt64(take()) else { fail("--seed takes a whole number") }; options.seed = seed
-        case "--lifetime-s":
-            guard let s = Double(take()), s > 0, s <= 86_400 else { fail("--lifetime-s takes seconds, 0 < S ≤ 86400") }
-            options.lifetimeS = s
-        case "--queue-kb":
-            guard let kb = Int(take()), kb > 0, kb <= 1 << 20 else { fail("--queue-kb takes 1…1048576") }
-            options.queueBytes = kb * 1024
-        case "--ready-file": options.readyFile = take()
-        default:
-            var bare = name, direction: Int?
-            if name.hasPrefix("--down-") { direction = 0; bare = "--" + name.dropFirst(7) }
-            if name.hasPrefix("--up-") { direction = 1; bare = "--" + name.dropFirst(5) }
-            guard ["--jitter-ms", "--keep-order", "--loss", "--stall-ms", "--stall-every-s", "--rate-kbps"].contains(bare) else {
-                fail("unknown option \(argument)\n\(usage)")
-            }
-            let v: String? = bare == "--keep-order" ? nil : take()
-            if let direction { directed.append((direction, bare, v)) } else { general.append((bare, v)) }
-        }
-        i += 1
-    }
-    guard !options.peerNetns.isEmpty else { fail("--peer-netns is required\n\(usage)") }
-    for (name, v) in general { for d in 0..<2 { apply(name, v, to: &options.impairments[d]) } }
-    for (d, name, v) in directed { apply(name, v, to: &options.impairments[d]) }
-    for (d, impairment) in options.impairments.enumerated() {
-        let which = d == 0 ? "down" : "up"
-        guard (impairment.stallMs > 0) == (impairment.stallEveryS > 0) else {
-            fail("\(which): --stall-ms and --stall-every-s go together")
-        }
-        guard impairment.stallMs < impairment.stallEveryS * 1000 || impairment.stallMs == 0 else {
-            fail("\(which): a stall must be shorter than its period")
-        }
-    }
-    return options
-}
-
-func apply(_ name: String, _ value: String?, to impairment: inout Impairment) {
-    func number(_ low: Double, _ high: Double) -> Double {
-        guard let value, let x = Double(value), x >= low, x <= high else { fail("\(name) takes a number in \(fixed(low, 0))…\(fixed(high, 0))") }
-        return x
-    }
-    switch name {
-    case "--jitter-ms":
-        let parts = (value ?? "").split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
-        guard (1...2).contains(parts.count), let low = parts[0], let high = parts.count == 2 ? parts[1] : low,
-              low >= 0, low <= high, high <= 10_000 else { fail("--jitter-ms takes A-B (0 ≤ A ≤ B ≤ 10000) or A") }
-        impairment.jitterMs = (low, high)
-    case "--keep-order": impairment.keepOrder = true
-    case "--loss": impairment.lossPercent = number(0, 100)
-    case "--stall-ms": impairment.stallMs = number(0, 60_000)
-    case "--stall-every-s": impairment.stallEveryS = number(0, 3600)
-    case "--rate-kbps": impairment.rateKbps = number(1, 10_000_000)
-    default: fail("unknown option \(name)")
-    }
 }
 
 // MARK: Time and randomness
@@ -251,6 +140,8 @@ struct Heap {
 
 struct Counters {
     var forwarded = 0, lost = 0, overQueue = 0, writeErrors = 0, heldBytes = 0, maxHeldBytes = 0
+    /// IPv4 UDP packets forwarded and their bytes (IP header on): the clock exchange's share of the link.
+    var udpForwarded = 0, udpBytes = 0
 }
 
 /// One direction's impairments applied to the packets that enter it.
@@ -261,6 +152,36 @@ struct Direction {
     var busyUntil: Int64 = 0
     var lastDue: Int64 = 0
     var counters = Counters()
+    /// Spikes and bursts draw from a generator of their own, so they do not shift the jitter's and
+    /// loss's sequences (a run with them is the same link plus them).
+    var burstRandom: SplitMix64
+    var inBurst = false
+    var spellEnd: Int64 = 0
+
+    init(impairment: Impairment, start: Int64, seed: UInt64) {
+        self.impairment = impairment
+        self.start = start
+        random = SplitMix64(state: seed)
+        burstRandom = SplitMix64(state: seed ^ 0x5EED_B125_7000_0000)
+        spellEnd = start
+    }
+
+    /// The hold of a packet leaving the queue at `t` in place of its jitter, if a spike or a burst takes it.
+    mutating func burstHold(at t: Int64) -> Int64? {
+        let spikeDraw = burstRandom.unit(), holdDraw = burstRandom.unit()
+        if impairment.burstEveryS > 0 {
+            while t >= spellEnd {
+                inBurst.toggle()
+                let mean = inBurst ? impairment.burstLengthMs * 1e6 : impairment.burstEveryS * 1e9
+                spellEnd += max(1, Int64(-mean * log(1 - burstRandom.unit())))
+            }
+            if inBurst { return Int64((impairment.burstMs.low + (impairment.burstMs.high - impairment.burstMs.low) * holdDraw) * 1e6) }
+        }
+        if spikeDraw * 100 < impairment.spikePercent {
+            return Int64((impairment.spikeMs.low + (impairment.spikeMs.high - impairment.spikeMs.low) * holdDraw) * 1e6)
+        }
+        return nil
+    }
 
     /// When a packet of `size` bytes arriving `now` leaves, or nil when it is lost.
     mutating func due(arriving now: Int64, size: Int) -> Int64? {
@@ -275,7 +196,7 @@ struct Direction {
             t = busyUntil
         }
         let (low, high) = impairment.jitterMs
-        t += Int64((low + (high - low) * jitterDraw) * 1e6)
+        t += burstHold(at: t) ?? Int64((low + (high - low) * jitterDraw) * 1e6)
         if impairment.stallMs > 0 {
             let period = Int64(impairment.stallEveryS * 1e9), length = Int64(impairment.stallMs * 1e6)
             let k = (t - start) / period, into = (t - start) % period
@@ -327,8 +248,7 @@ let scheduling = sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0
 let started = monotonicNanoseconds()
 let endAt = started + Int64(options.lifetimeS * 1e9)
 let directions = (0..<2).map { d in
-    Direction(impairment: options.impairments[d], start: started,
-              random: SplitMix64(state: options.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(d + 1)))
+    Direction(impairment: options.impairments[d], start: started, seed: options.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(d + 1))
 }
 say("partycast-netem: \(options.device) ↔ \(peerDevice) in \(options.peerNetns), seed \(options.seed), lifetime \(fixed(options.lifetimeS, 1)) s; "
     + "down: \(options.impairments[0].description); up: \(options.impairments[1].description); \(scheduling)")
@@ -375,6 +295,10 @@ struct Link {
             let written = packet.bytes.withUnsafeBytes { write(outputs[packet.direction], $0.baseAddress, $0.count) }
             if written == packet.bytes.count {
                 directions[packet.direction].counters.forwarded += 1
+                if packet.bytes.count >= 20, packet.bytes[0] >> 4 == 4, packet.bytes[9] == UInt8(IPPROTO_UDP) {
+                    directions[packet.direction].counters.udpForwarded += 1
+                    directions[packet.direction].counters.udpBytes += packet.bytes.count
+                }
             } else {
                 directions[packet.direction].counters.writeErrors += 1
             }
@@ -433,7 +357,7 @@ struct Link {
         return (0..<2).map { d -> String in
             let c = directions[d].counters
             return "\(d == 0 ? "down" : "up") forwarded \(c.forwarded) lost \(c.lost) over-queue \(c.overQueue) write-errors \(c.writeErrors)"
-                + " unsent \(unsent[d]) max-held-kb \(c.maxHeldBytes / 1024)"
+                + " unsent \(unsent[d]) max-held-kb \(c.maxHeldBytes / 1024) udp \(c.udpForwarded) udp-bytes \(c.udpBytes)"
         }.joined(separator: "; ")
     }
 }

@@ -3,8 +3,9 @@ import PartyCastTestSupport
 import XCTest
 
 /// Party sync across a bad IP link (scripts/lan/badlink.sh: two network namespaces joined only by
-/// partycast-netem), the condition issue 11 is judged on: 0–20 ms jitter per packet (reordering),
-/// 1 % loss and a 250 ms stall every 8 s, both ways. The broadcaster and a (0 s, 0 ppm) listener sit
+/// partycast-netem): 0–20 ms of delay per packet, 1 % loss and a 250 ms stall every 8 s, both ways,
+/// with packets kept in order as Wi-Fi keeps them (two seeds: each seed's lucky packets fall at the
+/// same times in every run) and, once, free to overtake each other. The broadcaster and a (0 s, 0 ppm) listener sit
 /// on the near side, two listeners with simulated clocks (−5 s, −150 ppm) and (+9 s, +120 ppm) on the
 /// far side, every card virtual, a CPU hog running. From the recordings: the far listeners' skew
 /// against the near one (partycast-skew, 5 s after each first sound) p99 ≤ 100 µs and max ≤ 500 µs,
@@ -12,10 +13,19 @@ import XCTest
 ///
 /// Release builds (PARTYCAST_RELEASE_BIN, as PartySyncTests) and root; the link has a namespace
 /// prefix and state directory of its own (pcbltest-near, pcbltest-far).
+/// One line of `partycast-clock-sim --json --replay`.
+struct ClockReplay: Decodable {
+    let log: String
+    let exchanges_per_s: Double?
+    let p99_us: Double?
+    let bound_median_us: Double?
+    let covered_pct: Double?
+}
+
 final class BadLinkSyncTests: XCTestCase {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../scripts/lan/badlink.sh").standardized.path
-    static let judgedLink = ["--jitter-ms", "0-20", "--loss", "1", "--stall-ms", "250", "--stall-every-s", "8", "--seed", "11"]
+    static let judgedLink = ["--jitter-ms", "0-20", "--loss", "1", "--stall-ms", "250", "--stall-every-s", "8"]
     /// Seconds of song: long enough for several stalls and 30 s of settled points per listener.
     static let songSeconds = 36
     var bin = ""
@@ -29,18 +39,22 @@ final class BadLinkSyncTests: XCTestCase {
             throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
         }
         self.bin = bin
-        for tool in ["broadcaster", "listener", "partycast-skew", "partycast-netem"] where !FileManager.default.isExecutableFile(atPath: "\(bin)/\(tool)") {
+        for tool in ["broadcaster", "listener", "partycast-skew", "partycast-netem", "partycast-clock-sim"] where !FileManager.default.isExecutableFile(atPath: "\(bin)/\(tool)") {
             XCTFail("\(bin)/\(tool) is not built: swift build -c release --product \(tool)")
             throw CocoaError(.fileNoSuchFile)
         }
         guard getuid() == 0 else { throw XCTSkip("needs root: network namespaces and TUN devices") }
+    }
+
+    /// Brings the link up with these partycast-netem options.
+    func linkUp(_ options: [String]) throws {
         environment = [
             "PC_BADLINK_STATE": (NSTemporaryDirectory() as NSString).appendingPathComponent("pc-badlink-test"),
             "PC_BADLINK_PREFIX": "pcbltest",
             "PC_BADLINK_LIFETIME": "300",  // netem and the watchdog end the link even if this process dies
             "PC_BADLINK_NETEM": "\(bin)/partycast-netem",
         ]
-        let up = try runProcess(Self.script, ["up"] + Self.judgedLink, timeout: 60, environment: environment)
+        let up = try runProcess(Self.script, ["up"] + options, timeout: 60, environment: environment)
         guard up.status == 0 else {
             if up.stderr.contains("cannot create network namespaces") { throw XCTSkip("no network namespaces here: \(up.stderr)") }
             XCTFail("badlink.sh up failed (status \(up.status)\(up.timedOut ? ", timed out" : "")): \(up.stderr)")
@@ -66,7 +80,32 @@ final class BadLinkSyncTests: XCTestCase {
         return process
     }
 
-    func testFarListenersStayInStepAcrossJitterLossAndStalls() throws {
+    /// What each run must hold: the skew's p99 and max against the near listener (µs).
+    struct Bar {
+        var p99: Double
+        var max: Double
+    }
+
+    static let issueBar = Bar(p99: 100, max: 500)
+    /// In order, this link's information runs out: at most about one exchange per 10 ms of noise
+    /// finds the path empty, and partycast-clock-sim (32 seeds) puts the clock's own p99 from 11 s
+    /// near 250 µs even so, ~70 µs with the true drift given. What holds here; see the README.
+    static let orderKeptBar = Bar(p99: 300, max: 1000)
+
+    func testFarListenersStayInStepWhereTheLinkKeepsOrder() throws {
+        try playAcross(Self.judgedLink + ["--keep-order", "--seed", "11"], bar: Self.orderKeptBar)
+    }
+
+    func testFarListenersStayInStepWhereTheLinkKeepsOrderOtherSeed() throws {
+        try playAcross(Self.judgedLink + ["--keep-order", "--seed", "23"], bar: Self.orderKeptBar)
+    }
+
+    func testFarListenersStayInStepWherePacketsOvertakeEachOther() throws {
+        try playAcross(Self.judgedLink + ["--seed", "11"], bar: Self.issueBar)
+    }
+
+    func playAcross(_ link: [String], bar: Bar) throws {
+        try linkUp(link)
         let directory = try temporaryDirectory()
         self.directory = directory
         // Pink noise with a slow swell: a sharp correlation peak everywhere, and never silent, so
@@ -115,8 +154,20 @@ final class BadLinkSyncTests: XCTestCase {
                 + "for partycast-clock-sim --judged-from 11 --replay)"
             // ~30 s settled at 10 points a second: enough that p99 means something.
             XCTAssertGreaterThan(s.points, 200, context)
-            XCTAssertLessThanOrEqual(s.p99Microseconds ?? .infinity, 100, "p99: \(context)")
-            XCTAssertLessThanOrEqual(s.maxMicroseconds ?? .infinity, 500, "max: \(context)")
+            XCTAssertLessThanOrEqual(s.p99Microseconds ?? .infinity, bar.p99, "p99: \(context)")
+            XCTAssertLessThanOrEqual(s.maxMicroseconds ?? .infinity, bar.max, "max: \(context)")
+        }
+
+        // Each far listener's own bound held 99 % of the time from 11 s: its exchanges replayed
+        // through the estimator, against the true clock (the broadcaster's is this machine's).
+        let replayed = try runProcess("\(bin)/partycast-clock-sim", ["--judged-from", "11", "--json", "--replay",
+                                                                     "\(directory)/far1.clock", "\(directory)/far2.clock"], timeout: 120)
+        XCTAssertEqual(replayed.status, 0, replayed.stderr)
+        for line in replayed.stdout.split(separator: "\n") {
+            let replay = try JSONDecoder().decode(ClockReplay.self, from: Data(line.utf8))
+            print("BadLinkSyncTests: \(replay.log): clock p99 \(replay.p99_us ?? .nan) µs, own bound (median) ±\(replay.bound_median_us ?? .nan) µs, "
+                + "held \(replay.covered_pct ?? .nan) %, \(replay.exchanges_per_s ?? .nan) exchanges/s")
+            XCTAssertGreaterThanOrEqual(replay.covered_pct ?? 0, 99, "\(replay.log): the listener's own bound held too rarely")
         }
 
         // The whole song in every recording, and no dropout while it plays (the recordings hold the
