@@ -208,6 +208,10 @@ let package = Package(
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
+        // The command line's own parts: the party key from a file (a systemd credential).
+        .testTarget(name: "PartyCastCLITests", dependencies: [
+            "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.

@@ -80,14 +80,15 @@ struct Share: ParsableCommand {
     func run() throws {
         let logger = logging.bootstrap(program: "broadcaster")
         installInterruptHandler()
+        let partyKey = try key.key
         do throws(PartyCastError) {
-            try share(logger: logger)
+            try share(partyKey: partyKey, logger: logger)
         } catch {
             throw exitFailing(error, program: "broadcaster")
         }
     }
 
-    private func share(logger: Logger) throws(PartyCastError) {
+    private func share(partyKey: PartyKey?, logger: Logger) throws(PartyCastError) {
         let host = localHostName()
         var options = BroadcastOptions(name: name ?? "PartyCast on \(host)")
         options.codec = WireCodecs.named(codec)!
@@ -96,7 +97,6 @@ struct Share: ParsableCommand {
         options.leadMilliseconds = buffer
         options.loop = loop
         let playable = try playableSources(options: sourceOptions(logger: logger), logger: logger)
-        let partyKey = key.key
         let fanout = Fanout(logger: logger)
         let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,

@@ -123,7 +123,7 @@ struct Join: ParsableCommand {
         options.once = once
         options.clock = clock
         options.sync = !noSync
-        options.key = key.key
+        options.key = try key.key
         var exchangeLog: ClockExchangeLog?
         if let clockLog {
             do { exchangeLog = try ClockExchangeLog(path: clockLog, clock: clock) } catch { throw exitFailing(error, program: "listener") }
