@@ -61,7 +61,7 @@ struct Join: ParsableCommand {
     @Option(help: "Connect to HOST[:PORT] directly, without mDNS.")
     var host: String?
 
-    @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
+    @Option(name: .shortAndLong, help: "alsa[:DEVICE] (`listener devices` lists them) | wav:PATH | null | virtual:PATH | auto")
     var output = "auto"
 
     @Flag(help: "Exit 0 when the broadcast ends instead of waiting for the next one.")
