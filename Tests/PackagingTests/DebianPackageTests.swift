@@ -20,7 +20,7 @@ final class DebianPackageTests: XCTestCase {
             throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
         }
         let directory = try temporaryDirectory()
-        let result = try runProcess("\(repository)/scripts/make-deb.sh", [bin, directory], timeout: 600)
+        let result = try runProcess("\(repository)/scripts/make-deb.sh", [bin, directory], timeout: 1800)
         guard result.status == 0 else { throw PackagingFailure(message: "make-deb.sh failed: \(result.stderr)") }
         let made = result.stdout.split(separator: "\n").map(String.init)
         guard let listener = made.first(where: { $0.contains("/partycast-listener_") }),
@@ -85,7 +85,8 @@ final class DebianPackageTests: XCTestCase {
         let packages = try Self.built.get()
         let root = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let opened = ["listener": ["libasound", "libavahi-client", "libFLAC", "libfaad", "libvorbisfile"], "broadcaster": ["libavahi-client"]]
+        let opened = ["listener": ["libasound", "libavahi-client", "libFLAC", "libfaad", "libvorbisfile"],
+                      "broadcaster": ["libavahi-client", "libFLAC", "libfaad", "libvorbisfile"]]
         for (program, deb) in [("listener", packages.listener), ("broadcaster", packages.broadcaster)] {
             try unpacked(deb, into: root)
             let binary = "\(root)/usr/lib/partycast/\(program)"
@@ -190,7 +191,7 @@ final class DebianPackageTests: XCTestCase {
         for deb in [packages.listener, packages.broadcaster] { try unpacked(deb, into: root) }
         let music = scratch + "/music"
         try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
-        let made = try runProcess("sox", ["-R", "-n", "-r", "48000", "-c", "2", "-b", "16", "\(music)/sine.wav", "synth", "6", "sine", "440", "gain", "-n", "-6"])
+        let made = try runProcess("sox", ["-R", "-n", "-r", "48000", "-c", "2", "-b", "16", "\(music)/sine.wav", "synth", "10", "sine", "440", "gain", "-n", "-6"])
         XCTAssertEqual(made.status, 0, made.stderr)
         let secret = "a key from a credential file"
         var credentials: [String: String] = [:]
@@ -212,7 +213,7 @@ final class DebianPackageTests: XCTestCase {
         let broadcasterCommand = try service("broadcaster", """
             PARTYCAST_SOURCES=\(music)
             PARTYCAST_NAME="Packaged party"
-            PARTYCAST_OPTIONS="--port \(port) --control-port 0 --no-mdns --start-in 2 --buffer 300"
+            PARTYCAST_OPTIONS="--port \(port) --control-port 0 --no-mdns --start-in 4 --buffer 300"
             """)
         let broadcaster = try startProcess("python3", ["-c", Self.refusingWritableExecutableMemory] + broadcasterCommand)
         defer { broadcaster.signal(SIGKILL); _ = broadcaster.wait(timeout: 10) }
@@ -237,7 +238,7 @@ final class DebianPackageTests: XCTestCase {
         let audio = try readAudio(recording)
         let left = stride(from: 0, to: audio.samples.count, by: audio.channels).map { audio.samples[$0] }
         let sounding = left.filter { abs($0) > 0.05 }.count
-        XCTAssertGreaterThan(Double(sounding) / Double(audio.sampleRate), 3, "under 3 s of the 6 s sine reached the card")
+        XCTAssertGreaterThan(Double(sounding) / Double(audio.sampleRate), 3, "under 3 s of the 10 s sine reached the card")
         // Upward zero crossings over the loud part: the sine's frequency.
         guard let first = left.firstIndex(where: { abs($0) > 0.05 }), let last = left.lastIndex(where: { abs($0) > 0.05 }), last > first else { return }
         var crossings = 0
