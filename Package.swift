@@ -25,7 +25,8 @@ func lazySystemLibrary(_ name: String, apt: String) -> Target {
 /// from its archive (Sources/listener/link/libstdc++.so says why). The libraries only some jobs use are
 /// not linked at all (`lazySystemLibrary`).
 /// The broadcaster uses all of Foundation, whose static form brings ICU's 30 MB: linked so in release
-/// builds only (the packaged program; `make deb`), since no Debian package has the Swift runtime.
+/// builds only (the packaged program; `make deb`), since no Debian package has the Swift runtime. Foundation's
+/// C parts are not in the toolchain's static link list either, hence the libraries named.
 let listenerLinkInputs = "\(Context.packageDirectory)/Sources/listener/link"
 let leanListener: [LinkerSetting] = [.unsafeFlags([
     "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
@@ -180,7 +181,8 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
-        ], linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]),
+        ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],
+                                         .when(configuration: .release))]),
 
         // Fixture paths, process running, audio reading and SNR for the tests.
         .target(name: "PartyCastTestSupport", path: "Tests/Support"),
