@@ -102,10 +102,16 @@ final class DebianPackageTests: XCTestCase {
 
             let depends = try field("Depends", of: deb)
             let names = depends.split(separator: ",").map { $0.split(separator: " ").first.map(String.init) ?? "" }
+            // The libraries the binary itself needs (readelf), where the loader finds them (ldd).
+            let needed = dynamic.split(separator: "\n").filter { $0.contains("(NEEDED)") }.compactMap { $0.split(separator: "[").last?.split(separator: "]").first }
+            var found: [Substring: Substring] = [:]
+            for row in try runProcess("ldd", [binary]).stdout.split(separator: "\n") {
+                let words = row.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                if words.count >= 3, words[1] == "=>" { found[words[0]] = words[2] }
+            }
             var wanted: Set<String> = []
-            let loaded = try runProcess("ldd", [binary]).stdout.split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst(2).first }
-            for path in loaded where path.hasPrefix("/") {
-                wanted.insert(try owner(of: String(path)))
+            for soname in needed where !soname.hasPrefix("ld-linux") {
+                wanted.insert(try owner(of: String(try XCTUnwrap(found[soname], "ldd does not find \(soname)"))))
             }
             XCTAssertTrue(wanted.contains { $0.hasPrefix("libmpg123") } && wanted.contains { $0.hasPrefix("libopus") }, "ldd: \(wanted)")
             for package in wanted { XCTAssertTrue(names.contains(package), "\(program): Depends \(depends) lacks \(package)") }
@@ -119,12 +125,16 @@ final class DebianPackageTests: XCTestCase {
         }
     }
 
-    /// The Debian package that holds `path` (symbolic links followed, as dpkg records real files).
+    /// The Debian package that holds `path`, symbolic links followed; by its directory's and its own
+    /// name, since dpkg records /lib/… or /usr/lib/… as each package spelled it.
     private func owner(of path: String) throws -> String {
-        let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        let result = try runProcess("dpkg-query", ["-S", real])
-        XCTAssertEqual(result.status, 0, "no package holds \(real): \(result.stderr)")
-        return String(result.stdout.prefix { $0 != ":" })
+        let real = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+        // Without a leading slash, dpkg-query matches the pattern anywhere in a path.
+        let tail = real.deletingLastPathComponent().lastPathComponent + "/" + real.lastPathComponent
+        let result = try runProcess("dpkg-query", ["-S", tail])
+        let row = result.stdout.split(separator: "\n").first { $0.hasSuffix("/" + tail) }
+        XCTAssertNotNil(row, "no package holds \(real.path): \(result.stderr)")
+        return String((row ?? "").prefix { $0 != ":" })
     }
 
     /// `name (>= version)` is installed here at that version or later.
