@@ -4,13 +4,13 @@ FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
 	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev faad flac vorbis-tools ffmpeg \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
-	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl
+	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
 # Test drivers from PyPI: the web remote in headless Chromium, and the API against its OpenAPI file.
 PIP_PACKAGES := selenium==4.51.0 schemathesis==4.32.5
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
+.PHONY: deps fixtures build release deb test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -31,6 +31,13 @@ build: deps
 
 release: deps
 	swift build -c release
+
+# Debian packages for this machine's architecture, here: partycast-listener_VERSION_ARCH.deb and
+# partycast-broadcaster_…deb (stripped, with systemd units and /etc/default files; README, "Packages").
+deb: deps
+	swift build -c release --product listener
+	swift build -c release --product broadcaster
+	scripts/make-deb.sh .build/release .
 
 # The party-mode sync test times release builds: what users run, and free of debug-build jitter.
 test: deps fixtures

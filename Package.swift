@@ -24,7 +24,9 @@ func lazySystemLibrary(_ name: String, apt: String) -> Target {
 /// share fewer pages (each first call into scattered text maps a 64 KB block), and libstdc++ is linked
 /// from its archive (Sources/listener/link/libstdc++.so says why). The libraries only some jobs use are
 /// not linked at all (`lazySystemLibrary`).
-/// Not the broadcaster: it uses all of Foundation, whose static form needs ICU's 30 MB.
+/// The broadcaster uses all of Foundation, whose static form brings ICU's 30 MB: linked so in release
+/// builds only (the packaged program; `make deb`), since no Debian package has the Swift runtime. Foundation's
+/// C parts are not in the toolchain's static link list either, hence the libraries named.
 let listenerLinkInputs = "\(Context.packageDirectory)/Sources/listener/link"
 let leanListener: [LinkerSetting] = [.unsafeFlags([
     "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
@@ -184,7 +186,8 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
-        ]),
+        ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],
+                                         .when(configuration: .release))]),
 
         // Fixture paths, process running, audio reading and SNR for the tests.
         .target(name: "PartyCastTestSupport", path: "Tests/Support"),
@@ -213,6 +216,12 @@ let package = Package(
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
+        // The command line's own parts: the party key from a file (a systemd credential).
+        .testTarget(name: "PartyCastCLITests", dependencies: [
+            "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        // `make deb`'s packages, read back with dpkg-deb and systemd-analyze, and their listener playing a party.
+        .testTarget(name: "PackagingTests", dependencies: ["PartyCastTestSupport"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.

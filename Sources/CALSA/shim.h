@@ -17,7 +17,10 @@
     F(snd_pcm_drain) \
     F(snd_pcm_close) \
     F(snd_strerror) \
-    F(snd_lib_error_set_handler)
+    F(snd_lib_error_set_handler) \
+    F(snd_device_name_hint) \
+    F(snd_device_name_get_hint) \
+    F(snd_device_name_free_hint)
 
 PARTYCAST_LAZY_LIBRARY(PartyCastALSAFunctions, partycast_alsa_open, "libasound.so.2", PARTYCAST_ALSA_FUNCTIONS)
 

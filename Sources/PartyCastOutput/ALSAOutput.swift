@@ -2,6 +2,9 @@ import CALSA
 import PartyCastClock
 import PartyCastCore
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// alsa-lib, opened by the first ALSA device.
 private let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
@@ -20,9 +23,19 @@ struct ALSAPCM: @unchecked Sendable {
         var handle: OpaquePointer?
         let result = alsa.snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
         guard result >= 0, let handle else {
-            throw PartyCastError(.output, "cannot open ALSA device '\(device)': \(message(result, alsa)); list devices with `aplay -L`, or use --output virtual:PATH")
+            throw PartyCastError(.output, "cannot open ALSA device '\(device)': \(message(result, alsa)); \(deviceChoices()), or use --output virtual:PATH")
         }
         return ALSAPCM(alsa: alsa, handle: handle, device: device)
+    }
+
+    /// The devices there are, for the error about one that does not open.
+    static func deviceChoices() -> String {
+        do throws(PartyCastError) {
+            let names = try ALSAOutput.playbackDevices().map(\.name)
+            return names.isEmpty ? "alsa-lib knows no playback device" : "the devices here: \(names.joined(separator: ", ")) (`listener devices` describes them)"
+        } catch {
+            return "the devices cannot be listed (\(error.message))"
+        }
     }
 
     /// Float32 interleaved at the stream's rate (alsa-lib converts if the card cannot), with a
@@ -160,5 +173,42 @@ public final class ALSAOutput: AudioOutput {
     public func stop(drain: Bool) {
         drainOnStop.store(drain, ordering: .releasing)
         thread.stop()
+    }
+}
+
+/// A playback device as `aplay -L` lists it: the name `alsa:` takes, and alsa-lib's description.
+public struct ALSADevice: Sendable, Equatable {
+    public let name: String
+    public let description: String?
+}
+
+extension ALSAOutput {
+    /// The PCM devices alsa-lib's configuration offers for playback, in its order: its name hints
+    /// but those for capture only, as `aplay -L` lists them.
+    public static func playbackDevices() throws(PartyCastError) -> [ALSADevice] {
+        var alsa = try alsaLibrary.get()
+        partycast_alsa_silence_library_messages(&alsa)
+        var hints: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+        let result = alsa.snd_device_name_hint(-1, "pcm", &hints)
+        guard result >= 0, let hints else {
+            throw PartyCastError(.output, "cannot list the ALSA devices: \(ALSAPCM.message(result, alsa))")
+        }
+        defer { _ = alsa.snd_device_name_free_hint(hints) }
+        /// One field of a hint; alsa-lib hands over a copy for the caller to free.
+        func field(_ entry: UnsafeMutableRawPointer, _ id: String) -> String? {
+            guard let text = alsa.snd_device_name_get_hint(entry, id) else { return nil }
+            defer { free(text) }
+            return String(cString: text)
+        }
+        var devices: [ALSADevice] = []
+        var index = 0
+        while let entry = hints[index] {
+            index += 1
+            // No IOID: both directions.
+            if let direction = field(entry, "IOID"), direction != "Output" { continue }
+            guard let name = field(entry, "NAME") else { continue }
+            devices.append(ALSADevice(name: name, description: field(entry, "DESC")))
+        }
+        return devices
     }
 }

@@ -27,7 +27,7 @@ struct Share: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode the sources in order, encode once, and stream to every listener that joins.")
 
-    @Argument(help: ArgumentHelp("Sources, played in order: \(SourceRegistry.help).", valueName: "source"))
+    @Argument(help: ArgumentHelp("Sources, played in order: \(SourceRegistry.help); a folder plays the audio files under it in name order.", valueName: "source"))
     var sources: [String]
 
     @Option(name: .customLong("pcm-format"), help: "A pipe carries raw PCM in this layout, RATE:BITS:CHANNELS (without it, a pipe's format is recognised by its bytes and raw PCM is taken as 48000:16:2).")
@@ -80,14 +80,15 @@ struct Share: ParsableCommand {
     func run() throws {
         let logger = logging.bootstrap(program: "broadcaster")
         installInterruptHandler()
+        let partyKey = try key.key
         do throws(PartyCastError) {
-            try share(logger: logger)
+            try share(partyKey: partyKey, logger: logger)
         } catch {
             throw exitFailing(error, program: "broadcaster")
         }
     }
 
-    private func share(logger: Logger) throws(PartyCastError) {
+    private func share(partyKey: PartyKey?, logger: Logger) throws(PartyCastError) {
         let host = localHostName()
         var options = BroadcastOptions(name: name ?? "PartyCast on \(host)")
         options.codec = WireCodecs.named(codec)!
@@ -96,7 +97,6 @@ struct Share: ParsableCommand {
         options.leadMilliseconds = buffer
         options.loop = loop
         let playable = try playableSources(options: sourceOptions(logger: logger), logger: logger)
-        let partyKey = key.key
         let fanout = Fanout(logger: logger)
         let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
@@ -166,17 +166,20 @@ struct Share: ParsableCommand {
         }
     }
 
-    /// A source per argument; one that can't be read is skipped with a line, so the rest plays.
+    /// A source per argument (per audio file in a folder); one that can't be read is skipped with a line, so the rest plays.
     private func playableSources(options: SourceOptions, logger: Logger) throws(PartyCastError) -> [PartySource] {
         var playable: [PartySource] = []
         var lastFailure: PartyCastError?
-        for spec in sources {
-            do throws(PartyCastError) {
-                playable.append(try Self.source(spec: spec, options: options))
-            } catch {
-                logger.warning("skipping \(spec): \(error.message)")
-                lastFailure = error
-            }
+        func skip(_ spec: String, _ error: PartyCastError) {
+            logger.warning("skipping \(spec): \(error.message)")
+            lastFailure = error
+        }
+        var specs: [String] = []
+        for argument in sources {
+            do throws(PartyCastError) { specs += try Self.expandingFolder(argument) } catch { skip(argument, error) }
+        }
+        for spec in specs {
+            do throws(PartyCastError) { playable.append(try Self.source(spec: spec, options: options)) } catch { skip(spec, error) }
         }
         if playable.isEmpty, let lastFailure { throw lastFailure }
         return playable
@@ -190,6 +193,16 @@ struct Share: ParsableCommand {
             options.pipesAreRaw = true
         }
         return options
+    }
+
+    /// A folder stands for the audio files under it, in name order (a library for a service to play);
+    /// any other spec for itself.
+    static func expandingFolder(_ spec: String) throws(PartyCastError) -> [String] {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: spec, isDirectory: &isFolder), isFolder.boolValue else { return [spec] }
+        let files = try audioFiles(under: spec)
+        guard !files.isEmpty else { throw PartyCastError(.fileNotFound, "\(spec): a folder with no audio files in it") }
+        return files
     }
 
     /// A source as the registry resolves it: checked now (a bad spec is refused before going live)

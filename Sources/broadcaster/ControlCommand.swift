@@ -86,9 +86,10 @@ struct Ctl: AsyncParsableCommand {
     func run() async throws {
         _ = logging.bootstrap(program: "broadcaster")
         let (name, request) = try Self.parse(words)
+        let secret = try key.resolvedSecret
         do throws(PartyCastError) {
             let base = if let url { try Self.checked(url) } else { try Self.discover(name: name) }
-            let snapshot = try await Self.send(request, to: base, key: key.resolvedSecret)
+            let snapshot = try await Self.send(request, to: base, key: secret)
             if request.path == "/api/status" {
                 for line in Self.summary(snapshot) { Console.output(line) }
             } else {

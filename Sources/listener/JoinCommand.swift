@@ -55,13 +55,13 @@ struct Join: ParsableCommand {
         abstract: "Join a broadcaster and play what it streams.",
         discussion: "Finds NAME (or the only broadcaster) by mDNS, or connects to --host directly; reconnects with backoff when the connection drops.")
 
-    @Argument(help: "The broadcaster's name (as `listener list` shows it).")
+    @Argument(help: "The broadcaster's name (as `listener list` shows it); omitted or empty: the only one on the LAN.")
     var name: String?
 
     @Option(help: "Connect to HOST[:PORT] directly, without mDNS.")
     var host: String?
 
-    @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
+    @Option(name: .shortAndLong, help: "alsa[:DEVICE] (`listener devices` lists them) | wav:PATH | null | virtual:PATH | auto")
     var output = "auto"
 
     @Flag(help: "Exit 0 when the broadcast ends instead of waiting for the next one.")
@@ -123,7 +123,7 @@ struct Join: ParsableCommand {
         options.once = once
         options.clock = clock
         options.sync = !noSync
-        options.key = key.key
+        options.key = try key.key
         var exchangeLog: ClockExchangeLog?
         if let clockLog {
             do { exchangeLog = try ClockExchangeLog(path: clockLog, clock: clock) } catch { throw exitFailing(error, program: "listener") }
@@ -184,7 +184,8 @@ struct Join: ParsableCommand {
             let address = String(parts[0])
             return { () throws(PartyCastError) in (address, port) }
         }
-        let wanted = name
+        // Empty is how a service's configuration leaves the name out.
+        let wanted = name.flatMap { $0.isEmpty ? nil : $0 }
         // Pick now, so "which one?" is asked once; reconnections look for the same name.
         let chosen = try choose(from: ServiceBrowser.browse(timeout: 2), wanted: wanted)
         return { () throws(PartyCastError) in

@@ -13,7 +13,7 @@ import PartyCastSourceRegistry
 struct Listener: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Plays PartyCast audio: local files, or a broadcaster on the LAN.",
-        subcommands: [Play.self, Join.self, List.self])
+        subcommands: [Play.self, Join.self, List.self, Devices.self])
 }
 
 struct Play: ParsableCommand {
@@ -33,7 +33,7 @@ struct Play: ParsableCommand {
     @Option(name: .customLong("pcm-format"), help: "A pipe carries raw PCM in this layout, RATE:BITS:CHANNELS (without it, a pipe's format is recognised by its bytes and raw PCM is taken as 48000:16:2).")
     var pcmFormat: String?
 
-    @Option(name: .shortAndLong, help: "alsa[:DEVICE] | wav:PATH | null | virtual:PATH | auto")
+    @Option(name: .shortAndLong, help: "alsa[:DEVICE] (`listener devices` lists them) | wav:PATH | null | virtual:PATH | auto")
     var output = "auto"
 
     @Option(help: "Start this many seconds into the stream (exact to the sample for local files).")
