@@ -69,6 +69,29 @@ final class PrivatePartyLoopbackTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
     }
 
+    /// A man in the middle flips one bit of the sealed stream, 2 s into the audio: the record does not
+    /// open, the listener drops that connection with one line and rejoins, and plays every sample once.
+    func testATamperedRecordEndsTheConnectionAndNothingOfItIsPlayed() throws {
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let server = try share(port: port, key: secret, seconds: 5)
+        waitForPort(port)
+        let relay = try CuttingRelay(to: port, flipAt: 2 * 48000 * 8)
+        defer { relay.stop() }
+        let played = try join(port: relay.port, key: secret, output: "\(directory)/tampered.wav").wait(timeout: 60)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(played.status, 0, played.stderr)
+        let refusals = played.stderr.split(separator: "\n").filter { $0.contains("failed authentication") }
+        XCTAssertEqual(refusals.count, 1, played.stderr)
+        XCTAssertTrue(played.stderr.contains("reconnecting"), played.stderr)
+        XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
+        let audio = try readAudio("\(directory)/tampered.wav")
+        XCTAssertEqual(audio.frames, 5 * 48000, "every sample once")
+        let sox = "\(directory)/sox.wav"
+        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "5", "sine", "1000", "vol", "0.5"])
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+    }
+
     /// The judged check: with `--key` and `--codec pcm`, no 64-byte run of the PCM appears in a
     /// capture of the link. The public party's capture is the control: the same search finds its PCM.
     func testACapturedPrivateLinkHoldsNoRunOfItsPCM() throws {
