@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
-	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev faad flac vorbis-tools ffmpeg \
+	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev faad flac vorbis-tools ffmpeg \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
 	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
 # Test drivers from PyPI: the web remote in headless Chromium, and the API against its OpenAPI file.

@@ -73,6 +73,8 @@ let package = Package(
         lazySystemLibrary("CFLAC", apt: "libflac-dev"),
         lazySystemLibrary("CVorbisFile", apt: "libvorbis-dev"),
         systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
+        // ristretto255 and SHA-512 for the party key's PAKE (CPace).
+        systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
 
         // Errors, formats, clocks and the one place syscalls go through.
         // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
@@ -112,9 +114,12 @@ let package = Package(
 
         // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
         // Messages of Proto/partycast.proto (generated code committed) and their length-prefixed framing.
-        // The party key handshake (HMAC over fresh nonces) lives here too: it is part of the protocol.
+        // The party key handshake (CPace, a PAKE, on libsodium) and the sealing of everything after it
+        // live here too: they are part of the protocol.
         .target(name: "PartyCastWire", dependencies: [
+            "CSodium",
             .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOCore", package: "swift-nio"),
         ]),
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
@@ -214,7 +219,7 @@ let package = Package(
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
-        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [

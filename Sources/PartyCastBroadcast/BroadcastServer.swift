@@ -37,6 +37,7 @@ public final class BroadcastServer: Sendable {
             logger.warning("no UDP clock responder (\(error)): listeners keep time over their TCP connections")
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let throttle = KeyGuessThrottle()
         bind = { port in
             ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -49,8 +50,12 @@ public final class BroadcastServer: Sendable {
                 .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // Nearer the socket than the PeerHandler, so the fan-out's writes pass it too.
+                        let sealing = RecordSealingHandler()
+                        try channel.pipeline.syncOperations.addHandler(sealing)
                         try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
-                                                                                   clockResponder: clockResponder, logger: logger))
+                                                                                   clockResponder: clockResponder, sealing: sealing,
+                                                                                   throttle: throttle, logger: logger))
                     }
                 }
                 .bind(host: host, port: port)
@@ -145,7 +150,7 @@ final class PeerHandler: ChannelInboundHandler {
 
     enum State {
         case awaitingHello
-        case awaitingKeyProof(Peer, listenerNonce: [UInt8], broadcasterNonce: [UInt8])
+        case awaitingKeyProof(Peer, KeyHandshake.Responder)
         case joined(id: Int, name: String, clockToken: UInt64?)
         case closed
     }
@@ -154,17 +159,22 @@ final class PeerHandler: ChannelInboundHandler {
     private let key: PartyKey?
     private let welcome: @Sendable () -> PCEnvelope
     private let clockResponder: ClockResponder?
+    private let sealing: RecordSealingHandler
+    private let throttle: KeyGuessThrottle
     private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var state = State.awaitingHello
     private var address = "?"
     private var receivedAt: UInt64 = 0
 
-    init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, clockResponder: ClockResponder?, logger: Logger) {
+    init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, clockResponder: ClockResponder?,
+         sealing: RecordSealingHandler, throttle: KeyGuessThrottle, logger: Logger) {
         self.fanout = fanout
         self.key = key
         self.welcome = welcome
         self.clockResponder = clockResponder
+        self.sealing = sealing
+        self.throttle = throttle
         self.logger = logger
     }
 
@@ -176,8 +186,8 @@ final class PeerHandler: ChannelInboundHandler {
             switch handler.state {
             case .awaitingHello:
                 handler.drop(context, "sent no Hello within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
-            case .awaitingKeyProof:
-                handler.drop(context, "did not finish the key handshake within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
+            case .awaitingKeyProof(let peer, _):
+                handler.refuseGuess(peer, "did not finish the key handshake within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s", context)
             case .joined, .closed:
                 break
             }
@@ -217,26 +227,22 @@ final class PeerHandler: ChannelInboundHandler {
                 drop(context, "(\(peer.name)) has no party key; refused it")
                 return
             }
-            let listenerNonce = [UInt8](hello.listenerNonce)
-            guard listenerNonce.count == PartyKey.nonceBytes else {
-                drop(context, "(\(peer.name)) sent a key handshake nonce of \(listenerNonce.count) bytes")
-                return
-            }
-            let broadcasterNonce = PartyKey.freshNonce()
-            var challenge = PCKeyChallenge()
-            challenge.broadcasterNonce = Data(broadcasterNonce)
-            challenge.broadcasterProof = Data(key.broadcasterProof(listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce))
-            var reply = PCEnvelope()
-            reply.body = .keyChallenge(challenge)
-            send(reply, context)
-            state = .awaitingKeyProof(peer, listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce)
-        case (.awaitingKeyProof(let peer, let listenerNonce, let broadcasterNonce), .keyProof(let proof)?):
-            guard key?.verifyListener(proof.listenerProof, listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce) == true else {
+            challenge(peer, hello, key: key, context)
+        case (.awaitingKeyProof(let peer, let handshake), .keyProof(let proof)?):
+            guard handshake.verify(listenerConfirmation: proof.listenerConfirmation) else {
+                // In the clear: this peer's keys, if it has any, are not ours.
                 send(PCEnvelope.failure(.keyRejected, "your party key is not this party's"), context)
-                drop(context, "(\(peer.name)) could not prove it holds the party key (a different key, or a replayed handshake); refused it")
+                refuseGuess(peer, "could not prove it holds the party key (a different key, or a replayed handshake); refused it", context)
                 return
             }
-            join(peer, clockKey: key?.clockKey(listenerNonce: listenerNonce, broadcasterNonce: broadcasterNonce), context)
+            throttle.confirmed(address)
+            // Everything after the KeyProof is sealed, both ways: what this read holds beyond it too.
+            sealing.startSealing(with: handshake.session.sealer(sending: .broadcasterToListener))
+            decoder.openRecords(with: handshake.session.opener(receiving: .listenerToBroadcaster))
+            join(peer, clockKey: handshake.session.clockKey, context)
+        case (.awaitingKeyProof(let peer, _), .error(let error)?):
+            // Our confirmation did not verify: its key differs (logged like any failed guess).
+            refuseGuess(peer, "refused this broadcaster's key: \(String(untrusted: error.message))", context)
         case (_, .error(let error)?):
             // A listener refusing us: its key differs, or it wants a private party and this one is public.
             drop(context, "refused this broadcaster: \(String(untrusted: error.message))")
@@ -252,11 +258,52 @@ final class PeerHandler: ChannelInboundHandler {
             close(context)
         case (.awaitingHello, _):
             drop(context, "spoke before saying Hello")
-        case (.awaitingKeyProof(let peer, _, _), _):
-            drop(context, "(\(peer.name)) broke off the key handshake")
+        case (.awaitingKeyProof(let peer, _), _):
+            refuseGuess(peer, "broke off the key handshake", context)
         default:
             break  // Messages a listener has no business sending are ignored.
         }
+    }
+
+    /// Answers a Hello that holds a key with this party's CPace share and confirmation: one guess
+    /// of the key, so at most one a second per address after a few (`KeyGuessThrottle`).
+    private func challenge(_ peer: Peer, _ hello: PCHello, key: PartyKey, _ context: ChannelHandlerContext) {
+        let (allowed, refused) = throttle.answer(address)
+        guard allowed else {
+            // Not a key error: the listener retries, as after any refused connection.
+            send(PCEnvelope.failure(.errorUnspecified, "too many unconfirmed key handshakes from your address: one a second"), context)
+            if KeyGuessThrottle.worthLogging(refused) {
+                logger.warning("refused \(refused) key handshake(s) from \(address) so far: more than one a second after \(KeyGuessThrottle.freeGuesses) wrong")
+            }
+            close(context)
+            return
+        }
+        guard let handshake = KeyHandshake.Responder(key: key, sessionID: [UInt8](hello.keySessionID),
+                                                     listenerShare: [UInt8](hello.listenerShare)) else {
+            refuseGuess(peer, "sent an invalid key handshake (a session id of \(hello.keySessionID.count) bytes, or a share that is no point)", context)
+            return
+        }
+        var challenge = PCKeyChallenge()
+        challenge.broadcasterShare = Data(handshake.share)
+        challenge.broadcasterConfirmation = Data(handshake.confirmation)
+        var reply = PCEnvelope()
+        reply.body = .keyChallenge(challenge)
+        send(reply, context)
+        state = .awaitingKeyProof(peer, handshake)
+    }
+
+    /// Ends a key handshake that did not prove the key; logged at the 1st, 2nd, 4th, 8th… from its
+    /// address, with the count, so a guessing flood writes a few lines.
+    func refuseGuess(_ peer: Peer, _ reason: String, _ context: ChannelHandlerContext) {
+        let failures = throttle.failures(address)
+        if KeyGuessThrottle.worthLogging(failures) {
+            logger.warning("closed connection from \(address): it (\(peer.name)) \(reason)\(Self.count(failures))")
+        }
+        close(context)
+    }
+
+    private static func count(_ failures: Int) -> String {
+        failures > 1 ? " (\(failures) unconfirmed key handshakes from this address)" : ""
     }
 
     private func join(_ peer: Peer, clockKey: ClockDatagramKey?, _ context: ChannelHandlerContext) {
@@ -300,9 +347,12 @@ final class PeerHandler: ChannelInboundHandler {
         case .joined(_, let name, _):
             leave()
             logger.info("\(name)@\(address) disconnected")
-        case .awaitingKeyProof(let peer, _, _):
-            // A listener that found our proof wrong may close before its refusal gets here.
-            logger.warning("\(peer.name)@\(address) left during the key handshake (a different key?)")
+        case .awaitingKeyProof(let peer, _):
+            // A listener that found our confirmation wrong may close before its refusal gets here.
+            let failures = throttle.failures(address)
+            if KeyGuessThrottle.worthLogging(failures) {
+                logger.warning("\(peer.name)@\(address) left during the key handshake (a different key?)\(Self.count(failures))")
+            }
         case .awaitingHello, .closed:
             break
         }

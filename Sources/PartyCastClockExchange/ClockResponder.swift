@@ -9,7 +9,7 @@ import PartyCastWire
 /// its own that sleeps in poll(2) until one comes. t2 is the kernel's receive time, so neither a
 /// busy broadcaster nor audio queued on the same link can delay it; t3 is read right before the
 /// answer is sent. Only live connections' tokens are answered, at a bounded rate each, and at a
-/// private party only datagrams signed with that connection's key.
+/// private party only datagrams signed with that connection's key, each sequence once.
 public final class ClockResponder: Sendable {
     /// Requests a listener may send in a burst, and per second after it: its first second (every
     /// 5 ms), and twice its densest pace (every 2.5 ms), so jitter in its timer never costs an answer;
@@ -19,6 +19,8 @@ public final class ClockResponder: Sendable {
 
     struct Session {
         var key: ClockDatagramKey?
+        /// At a private party, the requests' sequences seen: a replayed request is not answered again.
+        var sequences = ReplayWindow()
         var allowance = ClockResponder.burst
         var refilledAt: UInt64
     }
@@ -125,7 +127,10 @@ public final class ClockResponder: Sendable {
         -> (datagram: PCClockDatagram, key: ClockDatagramKey?)? {
         guard let request = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), !request.answer,
               var session = sessions[request.token] else { return nil }
-        if let key = session.key, !key.verify(request) { return nil }
+        if let key = session.key {
+            guard key.verify(request) else { return nil }
+            guard session.sequences.accept(request.sequence) else { return nil }
+        }
         let elapsed = Double(arrivedAt &- min(arrivedAt, session.refilledAt)) / 1e9
         session.allowance = min(burst, session.allowance + elapsed * requestsPerSecond)
         session.refilledAt = max(arrivedAt, session.refilledAt)

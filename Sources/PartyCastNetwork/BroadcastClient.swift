@@ -136,7 +136,10 @@ final class BroadcastClient: Sendable {
             .channelOption(ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_KEEPCNT)), value: 3)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, logger: logger)
+                    // Nearer the socket than the ClientHandler, so clock requests written to the channel pass it too.
+                    let sealing = RecordSealingHandler()
+                    let handler = ClientHandler(gate: gate, inbox: inbox, clockSync: clockSync, sealing: sealing, logger: logger)
+                    try channel.pipeline.syncOperations.addHandler(sealing)
                     try channel.pipeline.syncOperations.addHandler(handler)
                     added.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: channel.eventLoop) }
                 }
@@ -211,16 +214,18 @@ final class ClientHandler: ChannelInboundHandler {
     private var gate: ConnectionGate
     private let inbox: Inbox
     private let clockSync: ClockSync
+    private let sealing: RecordSealingHandler
     private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var closedReason: String?
     private var context: ChannelHandlerContext?
     private var clockRequester: ClockRequester?
 
-    init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync, logger: Logger) {
+    init(gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync, sealing: RecordSealingHandler, logger: Logger) {
         self.gate = gate
         self.inbox = inbox
         self.clockSync = clockSync
+        self.sealing = sealing
         self.logger = logger
     }
 
@@ -260,6 +265,9 @@ final class ClientHandler: ChannelInboundHandler {
         switch verdict {
         case .reply(let envelope):
             if let bytes = try? WireFraming.encode(envelope) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
+        case .startSealing(let session):
+            sealing.startSealing(with: session.sealer(sending: .listenerToBroadcaster))
+            decoder.openRecords(with: session.opener(receiving: .broadcasterToListener))
         case .deliver(let envelope):
             if case .welcome(let welcome)? = envelope.body, gate.wantsSync { startClockExchanges(welcome, on: context.channel) }
             let channel = context.channel

@@ -14,6 +14,9 @@ struct ConnectionGate {
     enum Verdict: Equatable {
         /// Write this to the broadcaster.
         case reply(PCEnvelope)
+        /// The key handshake is through: seal every byte written after the reply before this, and
+        /// open every byte read after the message that caused it.
+        case startSealing(KeySession)
         /// Hand this to the stream receiver (the Welcome first, then stream messages).
         case deliver(PCEnvelope)
         /// A clock exchange completed.
@@ -32,24 +35,26 @@ struct ConnectionGate {
     }
 
     let hello: PCEnvelope
-    private let key: PartyKey?
-    private let nonce: [UInt8]
+    /// A private party's CPace run, begun in the Hello.
+    private let handshake: KeyHandshake.Initiator?
     private var phase = Phase.awaitingWelcome(challenged: false)
-    /// Signs this connection's clock datagrams at a private party, from both handshake nonces.
+    /// Signs this connection's clock datagrams at a private party, from its handshake.
     private(set) var clockKey: ClockDatagramKey?
 
-    init(listenerName: String, hostName: String, listenerID: String, wantsSync: Bool, key: PartyKey?,
-         nonce: [UInt8] = PartyKey.freshNonce()) {
-        self.key = key
-        self.nonce = nonce
+    init(listenerName: String, hostName: String, listenerID: String, wantsSync: Bool, key: PartyKey?) {
+        let handshake = key.map { KeyHandshake.Initiator(key: $0) }
+        self.handshake = handshake
         var hello = PCHello()
         hello.protocolVersion = partyCastProtocolVersion
         hello.listenerName = listenerName
         hello.hostName = hostName
         hello.listenerID = listenerID
         hello.wantsSync = wantsSync
-        hello.holdsKey = key != nil
-        if key != nil { hello.listenerNonce = Data(nonce) }
+        hello.holdsKey = handshake != nil
+        if let handshake {
+            hello.keySessionID = Data(handshake.sessionID)
+            hello.listenerShare = Data(handshake.share)
+        }
         var envelope = PCEnvelope()
         envelope.body = .hello(hello)
         self.hello = envelope
@@ -74,7 +79,7 @@ struct ConnectionGate {
                 phase = .ended
                 return [.fail(PartyCastError(.incompatible, String(untrusted: mismatch.error.message)))]
             }
-            if key != nil && !challenged {
+            if handshake != nil && !challenged {
                 phase = .ended
                 let name = String(untrusted: welcome.broadcasterName, limit: 60)
                 return [.reply(PCEnvelope.failure(.keyRejected, "this broadcaster did not prove it holds the party key (the listener wants a private party)")),
@@ -106,23 +111,23 @@ struct ConnectionGate {
             phase = .ended
             return [.close("it sent a second key challenge")]
         }
-        guard let key else {
+        guard let handshake else {
             phase = .ended
             return [.fail(PartyCastError(.key, "this party is private: join it with --key (or PARTYCAST_KEY)"))]
         }
-        let broadcasterNonce = [UInt8](challenge.broadcasterNonce)
-        guard key.verifyBroadcaster(challenge.broadcasterProof, listenerNonce: nonce, broadcasterNonce: broadcasterNonce) else {
+        guard let (confirmation, session) = handshake.finish(broadcasterShare: [UInt8](challenge.broadcasterShare),
+                                                            broadcasterConfirmation: [UInt8](challenge.broadcasterConfirmation)) else {
             phase = .ended
             return [.reply(PCEnvelope.failure(.keyRejected, "the party keys differ")),
                     .fail(PartyCastError(.key, "the broadcaster could not prove it holds your party key: the keys differ (or someone replayed an old handshake)"))]
         }
         phase = .awaitingWelcome(challenged: true)
-        clockKey = key.clockKey(listenerNonce: nonce, broadcasterNonce: broadcasterNonce)
+        clockKey = session.clockKey
         var proof = PCKeyProof()
-        proof.listenerProof = Data(key.listenerProof(listenerNonce: nonce, broadcasterNonce: broadcasterNonce))
+        proof.listenerConfirmation = Data(confirmation)
         var envelope = PCEnvelope()
         envelope.body = .keyProof(proof)
-        return [.reply(envelope)]
+        return [.reply(envelope), .startSealing(session)]
     }
 
     /// The broadcaster's Error: about the key or the protocol version, final; anything else ends

@@ -5,96 +5,168 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A private party's shared secret and the handshake that proves it, both ways, without sending it.
-///
-/// Each side proves it holds the key by an HMAC over both sides' fresh random nonces, tagged with its
-/// role, so a proof is good for one connection only: a captured handshake replayed to either side
-/// meets a new nonce and fails, and no two handshakes share key-derived bytes. The broadcaster proves
-/// first, so a listener never answers an impostor's challenge. The key itself never leaves the host.
+/// A private party's shared secret. It never leaves the host: the stream's handshake runs CPace over
+/// it (`KeyHandshake`), so what crosses the network are random-looking points and MACs under keys
+/// that only a run with the right secret yields.
 public struct PartyKey: Sendable {
-    public static let nonceBytes = 32
-    private let key: SymmetricKey
+    /// CPace's PRS: the passphrase as typed, in UTF-8.
+    let password: [UInt8]
+    /// What `matches` compares: derived, so two keys compare without either secret being compared.
+    private let fingerprint: SymmetricKey
 
-    /// Derives the MAC key from the passphrase with HKDF, so the passphrase never keys HMAC directly.
     public init(secret: String) {
-        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: Array(secret.utf8)),
-                                     salt: Array("PartyCast party key".utf8), info: Array("v2 handshake".utf8),
-                                     outputByteCount: 32)
+        password = Array(secret.utf8)
+        fingerprint = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: password),
+                                             salt: Array("PartyCast party key".utf8), info: Array("fingerprint".utf8),
+                                             outputByteCount: 32)
     }
 
-    /// Whether both were derived from the same secret: the remote control's check of a presented key.
-    /// Compares the derived keys (never the secrets) in constant time, as SymmetricKey's == does.
+    /// Whether both were made from the same secret: the remote control's check of a presented key.
+    /// Compares the derived fingerprints in constant time, as SymmetricKey's == does.
     public func matches(_ other: PartyKey) -> Bool {
-        key == other.key
-    }
-
-    /// 32 bytes from the system's cryptographic random source.
-    public static func freshNonce() -> [UInt8] {
-        SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-    }
-
-    public func broadcasterProof(listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> [UInt8] {
-        mac("partycast broadcaster", listenerNonce, broadcasterNonce)
-    }
-
-    public func listenerProof(listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> [UInt8] {
-        mac("partycast listener", broadcasterNonce, listenerNonce)
-    }
-
-    /// Whether `proof` is the broadcaster's for these nonces (constant-time comparison).
-    public func verifyBroadcaster(_ proof: some Collection<UInt8>, listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> Bool {
-        verify(proof, "partycast broadcaster", listenerNonce, broadcasterNonce)
-    }
-
-    public func verifyListener(_ proof: some Collection<UInt8>, listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> Bool {
-        verify(proof, "partycast listener", broadcasterNonce, listenerNonce)
-    }
-
-    /// The key that authenticates one connection's clock datagrams: bound to both nonces of its
-    /// handshake, so no other connection (nor a replay of this one later) shares it.
-    public func clockKey(listenerNonce: [UInt8], broadcasterNonce: [UInt8]) -> ClockDatagramKey {
-        ClockDatagramKey(HKDF<SHA256>.deriveKey(inputKeyMaterial: key, salt: listenerNonce + broadcasterNonce,
-                                                info: Array("v3 clock datagrams".utf8), outputByteCount: 32))
-    }
-
-    private func mac(_ role: String, _ first: [UInt8], _ second: [UInt8]) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array(role.utf8) + first + second, using: key))
-    }
-
-    private func verify(_ proof: some Collection<UInt8>, _ role: String, _ first: [UInt8], _ second: [UInt8]) -> Bool {
-        // Nonces of any other length never come from a PartyCast peer; refusing them keeps a replayed
-        // or truncated field from being MACed at all.
-        guard first.count == Self.nonceBytes, second.count == Self.nonceBytes else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(Array(proof), authenticating: Array(role.utf8) + first + second, using: key)
+        fingerprint == other.fingerprint
     }
 }
 
-/// Signs and checks clock datagrams (see `ClockDatagram.mac` in Proto/partycast.proto).
-public struct ClockDatagramKey: Sendable {
-    public static let tagBytes = 16
-    private let key: SymmetricKey
+/// The stream's key handshake: CPace (draft-irtf-cfrg-cpace, initiator-responder setting) with the
+/// listener as initiator A and the broadcaster as responder B, then the draft's explicit key
+/// confirmation, responder first:
+///
+///     listener → Hello { session_id, listener_share Ya }
+///     broadcaster → KeyChallenge { broadcaster_share Yb, broadcaster_confirmation Tb }
+///     listener → KeyProof { listener_confirmation Ta }       (only once Tb verified)
+///     … every byte after that, both ways, sealed under keys from ISK (`SessionRecords`).
+///
+/// The broadcaster confirms only after it holds the listener's share, which commits the listener to
+/// one guess of the key: Tb is useless to anyone who cannot compute ISK from Ya's secret scalar and
+/// the right key, so a connection without the key, or a recorded one, tests one guess at most, online.
+public enum KeyHandshake {
+    /// CPace's CI: binds every run to this protocol, so no other protocol's run can be relayed into ours.
+    static let channel = Array("PartyCast stream protocol \(partyCastProtocolVersion)".utf8)
+    /// ADa and ADb: each role's name (never sent; both sides know them), so a share is never
+    /// accepted back as its own role's (the draft's guidance on role information).
+    static let listenerData = Array("PartyCast listener".utf8)
+    static let broadcasterData = Array("PartyCast broadcaster".utf8)
+    /// The listener's fresh random sid; 16 bytes as in the draft's examples.
+    public static let sessionIDBytes = 16
+    /// HMAC-SHA-512 tags, whole.
+    public static let confirmationBytes = 64
 
-    init(_ key: SymmetricKey) { self.key = key }
+    /// The listener's side, from its Hello to its KeyProof.
+    public struct Initiator: Sendable {
+        public let sessionID: [UInt8]
+        /// Ya, for the Hello.
+        public let share: [UInt8]
+        private let scalar: [UInt8]
 
-    public func sign(_ datagram: inout PCClockDatagram) {
-        datagram.mac = Data(tag(datagram).prefix(Self.tagBytes))
-    }
-
-    public func verify(_ datagram: PCClockDatagram) -> Bool {
-        guard datagram.mac.count == Self.tagBytes else { return false }
-        // Compared in constant time: a timing difference must not reveal how much of a forgery matched.
-        let expected = tag(datagram).prefix(Self.tagBytes)
-        return zip(expected, datagram.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
-
-    private func tag(_ datagram: PCClockDatagram) -> HMAC<SHA256>.MAC {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(41)
-        for field in [datagram.token, datagram.sequence, UInt64(bitPattern: datagram.t1),
-                      UInt64(bitPattern: datagram.t2), UInt64(bitPattern: datagram.t3)] {
-            withUnsafeBytes(of: field.bigEndian) { bytes.append(contentsOf: $0) }
+        public init(key: PartyKey, sessionID: [UInt8] = randomBytes(KeyHandshake.sessionIDBytes)) {
+            self.init(key: key, sessionID: sessionID, scalar: CPace.sampleScalar())
         }
-        bytes.append(datagram.answer ? 1 : 0)
-        return HMAC<SHA256>.authenticationCode(for: bytes, using: key)
+
+        init(key: PartyKey, sessionID: [UInt8], scalar: [UInt8]) {
+            self.sessionID = sessionID
+            self.scalar = scalar
+            let generator = CPace.generator(password: key.password, channel: KeyHandshake.channel, sessionID: sessionID)
+            // A fresh nonzero scalar times a valid generator is never the identity but with negligible odds.
+            share = CPace.multiply(scalar: scalar, point: generator) ?? []
+        }
+
+        /// The broadcaster's answer checked: the listener's KeyProof confirmation and the session's
+        /// keys, or nil when the share is invalid (the draft's abort) or the confirmation is not over
+        /// this run (another key, or a replayed answer).
+        public func finish(broadcasterShare: [UInt8], broadcasterConfirmation: [UInt8]) -> (confirmation: [UInt8], session: KeySession)? {
+            guard share.count == CPace.pointBytes,
+                  let sharedPoint = CPace.multiply(scalar: scalar, point: broadcasterShare) else { return nil }
+            let run = Run(sessionID: sessionID, sharedPoint: sharedPoint, listenerShare: share, broadcasterShare: broadcasterShare)
+            guard run.verify(broadcasterConfirmation, of: run.broadcasterMessage) else { return nil }
+            return (run.confirmation(of: run.listenerMessage), run.session)
+        }
     }
+
+    /// The broadcaster's side: everything it sends in its KeyChallenge and the check of the KeyProof.
+    public struct Responder: Sendable {
+        /// Yb and Tb, for the KeyChallenge.
+        public let share: [UInt8]
+        public let confirmation: [UInt8]
+        /// Valid only once the listener's confirmation verified.
+        public let session: KeySession
+        private let run: Run
+
+        /// Nil when the Hello's session id or share is invalid (the draft's abort on G.I or a
+        /// string that is no group element).
+        public init?(key: PartyKey, sessionID: [UInt8], listenerShare: [UInt8]) {
+            self.init(key: key, sessionID: sessionID, listenerShare: listenerShare, scalar: CPace.sampleScalar())
+        }
+
+        init?(key: PartyKey, sessionID: [UInt8], listenerShare: [UInt8], scalar: [UInt8]) {
+            guard sessionID.count == KeyHandshake.sessionIDBytes else { return nil }
+            let generator = CPace.generator(password: key.password, channel: KeyHandshake.channel, sessionID: sessionID)
+            guard let share = CPace.multiply(scalar: scalar, point: generator),
+                  let sharedPoint = CPace.multiply(scalar: scalar, point: listenerShare) else { return nil }
+            run = Run(sessionID: sessionID, sharedPoint: sharedPoint, listenerShare: listenerShare, broadcasterShare: share)
+            self.share = share
+            confirmation = run.confirmation(of: run.broadcasterMessage)
+            session = run.session
+        }
+
+        /// Whether the KeyProof's confirmation is this run's (constant-time).
+        public func verify(listenerConfirmation: some Collection<UInt8>) -> Bool {
+            run.verify(listenerConfirmation, of: run.listenerMessage)
+        }
+    }
+
+    /// What both sides derive from one run: ISK, the confirmation MAC key, the session keys.
+    struct Run: Sendable {
+        let listenerMessage: [UInt8]
+        let broadcasterMessage: [UInt8]
+        let macKey: SymmetricKey
+        let session: KeySession
+
+        init(sessionID: [UInt8], sharedPoint: [UInt8], listenerShare: [UInt8], broadcasterShare: [UInt8]) {
+            listenerMessage = CPace.lengthValueConcatenation(listenerShare, KeyHandshake.listenerData)
+            broadcasterMessage = CPace.lengthValueConcatenation(broadcasterShare, KeyHandshake.broadcasterData)
+            let isk = CPace.intermediateSessionKey(sessionID: sessionID, sharedPoint: sharedPoint,
+                                                   transcript: listenerMessage + broadcasterMessage)
+            macKey = SymmetricKey(data: CPace.confirmationKey(sessionID: sessionID, intermediateSessionKey: isk))
+            session = KeySession(intermediateSessionKey: isk, sessionID: sessionID)
+        }
+
+        /// The draft's Ta = MAC(mac_key, lv_cat(Ya, ADa)) and Tb = MAC(mac_key, lv_cat(Yb, ADb)).
+        func confirmation(of message: [UInt8]) -> [UInt8] {
+            Array(HMAC<SHA512>.authenticationCode(for: message, using: macKey))
+        }
+
+        func verify(_ tag: some Collection<UInt8>, of message: [UInt8]) -> Bool {
+            tag.count == KeyHandshake.confirmationBytes
+                && HMAC<SHA512>.isValidAuthenticationCode(Array(tag), authenticating: message, using: macKey)
+        }
+    }
+
+    /// `count` bytes from the system's cryptographic random source.
+    public static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+}
+
+/// The keys one handshake yields (HKDF-SHA256 over ISK, salted with the run's session id): one for
+/// the stream's sealed records, one for the clock datagrams. No other run shares them.
+public struct KeySession: Sendable, Equatable {
+    let recordKey: SymmetricKey
+    public let clockKey: ClockDatagramKey
+
+    init(intermediateSessionKey isk: [UInt8], sessionID: [UInt8]) {
+        let secret = SymmetricKey(data: isk)
+        recordKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, salt: sessionID,
+                                           info: Array("PartyCast stream records".utf8), outputByteCount: 32)
+        clockKey = ClockDatagramKey(HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, salt: sessionID,
+                                                           info: Array("PartyCast clock datagrams".utf8), outputByteCount: 32))
+    }
+
+    /// The same run's keys (constant-time, as SymmetricKey's == is).
+    public static func == (lhs: KeySession, rhs: KeySession) -> Bool { lhs.recordKey == rhs.recordKey }
+
+    /// Seals what `role` sends; opens what its peer sends.
+    public func sealer(sending role: RecordDirection) -> RecordSealer { RecordSealer(key: recordKey, direction: role) }
+    public func opener(receiving role: RecordDirection) -> RecordOpener { RecordOpener(key: recordKey, direction: role) }
 }

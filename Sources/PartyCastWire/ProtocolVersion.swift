@@ -3,7 +3,9 @@
 /// 2: the party key handshake (Hello.has_key/listener_nonce, KeyChallenge, KeyProof).
 /// 3: clock exchanges over UDP (Welcome.clock_port/clock_token, ClockDatagram), TCP as the fallback.
 /// 4: the live timeline (Withdraw, Gain, PartyState, ListenerSettings; Metadata.start_position).
-public let partyCastProtocolVersion: UInt32 = 4
+/// 5: the party key handshake is CPace (Hello.key_session_id/listener_share, KeyChallenge and KeyProof
+///    carry shares and confirmations), and a private party's stream is sealed records after it.
+public let partyCastProtocolVersion: UInt32 = 5
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and

@@ -10,12 +10,15 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case zeroLength
     /// A body that is not a serialized `PCEnvelope` (or one that cannot be serialized).
     case malformed(String)
+    /// At a private party, a record that does not open under the connection's key (`SessionRecords`).
+    case unsealable(String)
 
     public var description: String {
         switch self {
         case .messageTooLarge(let claimed): "a message claims \(claimed) bytes (the limit is \(WireFraming.maxMessageBytes))"
         case .zeroLength: "a message of length 0"
         case .malformed(let why): "a malformed message (\(why))"
+        case .unsealable(let why): why
         }
     }
 }
@@ -65,6 +68,9 @@ public struct WireFrameDecoder: Sendable {
     /// Pushed bytes; those before `head` have been consumed and are dropped lazily, in `push`.
     private var buffer: [UInt8] = []
     private var head = 0
+    /// At a private party, once its handshake is through: the pushed bytes are sealed records, and
+    /// `buffer` holds what they opened to.
+    private var opener: RecordOpener?
     /// The framed size (prefix included) of the message `next()` returned last: at least what holding it costs.
     public private(set) var lastMessageBytes = 0
     private static let options = { var o = BinaryDecodingOptions(); o.discardUnknownFields = true; return o }()
@@ -73,6 +79,21 @@ public struct WireFrameDecoder: Sendable {
 
     public mutating func push(_ bytes: some Collection<UInt8>) {
         if case .failed = state { return }
+        if opener != nil { return opener!.push(bytes) }
+        append(bytes)
+    }
+
+    /// From now on every pushed byte is a sealed record; those pushed already and not yet returned
+    /// as messages are too (they came after the handshake's last plaintext message).
+    public mutating func openRecords(with opener: RecordOpener) {
+        var opener = opener
+        opener.push(buffer[head...])
+        buffer = []
+        head = 0
+        self.opener = opener
+    }
+
+    private mutating func append(_ bytes: some Collection<UInt8>) {
         // Compacting only once the consumed part is at least half keeps the copying amortized O(1).
         if head > 0 && head * 2 >= buffer.count {
             buffer.removeFirst(head)
@@ -88,14 +109,20 @@ public struct WireFrameDecoder: Sendable {
             case .failed(let error):
                 throw error
             case .readingLength:
-                guard buffer.count - head >= 4 else { return nil }
+                guard buffer.count - head >= 4 else {
+                    if try openRecord() { continue }
+                    return nil
+                }
                 let length = buffer[head..<head + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
                 head += 4
                 if length == 0 { throw fail(.zeroLength) }
                 if length > WireFraming.maxMessageBytes { throw fail(.messageTooLarge(claimed: length)) }
                 state = .readingBody(length: Int(length))
             case .readingBody(let length):
-                guard buffer.count - head >= length else { return nil }
+                guard buffer.count - head >= length else {
+                    if try openRecord() { continue }
+                    return nil
+                }
                 let body = Array(buffer[head..<head + length])
                 head += length
                 state = .readingLength
@@ -109,9 +136,22 @@ public struct WireFrameDecoder: Sendable {
         }
     }
 
+    /// Moves the next opened record's plaintext into `buffer`; false when no whole record is there.
+    private mutating func openRecord() throws(WireError) -> Bool {
+        guard opener != nil else { return false }
+        do {
+            guard let plaintext = try opener!.next() else { return false }
+            append(plaintext)
+            return true
+        } catch {
+            throw fail(error)
+        }
+    }
+
     /// Enters the terminal state and frees the buffer; returns the error for the caller to throw.
     private mutating func fail(_ error: WireError) -> WireError {
         state = .failed(error)
+        opener = nil
         buffer = []
         head = 0
         return error

@@ -4,10 +4,12 @@
 //       accepts SESSIONS connections, one after another (each is relayed as soon as it is accepted),
 //       forwards every byte both ways to the target unchanged, and appends to CAPTURE_FILE one line
 //       per complete framed message:           SESSION<TAB>l2b|b2l<TAB>KIND<TAB>HEX_OF_THE_WHOLE_FRAME
-//       and, after a key handshake message, one line per nonce or proof in it:
+//       and, after a key handshake message, one line per share, session id or confirmation in it:
 //                                              SESSION<TAB>DIR<TAB>KIND.FIELD<TAB>HEX
-//       (Hello.listener_nonce, KeyChallenge.broadcaster_nonce, KeyChallenge.broadcaster_proof,
-//       KeyProof.listener_proof). Sessions count from 1. Exits 0 once every session has ended.
+//       (Hello.key_session_id, Hello.listener_share, KeyChallenge.broadcaster_share,
+//       KeyChallenge.broadcaster_confirmation, KeyProof.listener_confirmation). After the KeyChallenge
+//       (b2l) and the KeyProof (l2b) the stream is sealed records, one line each, of KIND "Sealed".
+//       Sessions count from 1. Exits 0 once every session has ended.
 //   partycast-relay replay-to-broadcaster CAPTURE_FILE SESSION TARGET_HOST:PORT [--timeout S]
 //       connects to the broadcaster, sends the session's first captured l2b frame (its Hello), and
 //       after the first answer the rest of them (KeyProof…); exits 0 when the broadcaster closes.
@@ -91,13 +93,14 @@ func describe(_ envelope: PCEnvelope) -> String {
     return "Error\t\(code)\t\(String(untrusted: error.message, limit: 200))"
 }
 
-/// The nonces and proofs of a key handshake message.
+/// The shares, session id and confirmations of a key handshake message.
 func keyFields(_ envelope: PCEnvelope) -> [(String, [UInt8])] {
     switch envelope.body {
-    case .hello(let hello) where !hello.listenerNonce.isEmpty: [("Hello.listener_nonce", [UInt8](hello.listenerNonce))]
-    case .keyChallenge(let challenge): [("KeyChallenge.broadcaster_nonce", [UInt8](challenge.broadcasterNonce)),
-                                        ("KeyChallenge.broadcaster_proof", [UInt8](challenge.broadcasterProof))]
-    case .keyProof(let proof): [("KeyProof.listener_proof", [UInt8](proof.listenerProof))]
+    case .hello(let hello) where hello.holdsKey: [("Hello.key_session_id", [UInt8](hello.keySessionID)),
+                                                  ("Hello.listener_share", [UInt8](hello.listenerShare))]
+    case .keyChallenge(let challenge): [("KeyChallenge.broadcaster_share", [UInt8](challenge.broadcasterShare)),
+                                        ("KeyChallenge.broadcaster_confirmation", [UInt8](challenge.broadcasterConfirmation))]
+    case .keyProof(let proof): [("KeyProof.listener_confirmation", [UInt8](proof.listenerConfirmation))]
     default: []
     }
 }
@@ -136,25 +139,40 @@ func unhex(_ text: Substring.UTF8View) -> [UInt8]? {
 }
 
 /// Splits a byte stream into whole frames (prefix included) and their envelopes, however it arrives.
+/// With `sealsAfterHandshake`, the frames after a KeyChallenge or KeyProof are sealed records, split
+/// by their length alone, with no envelope.
 struct FrameSplitter {
+    let sealsAfterHandshake: Bool
+    private var sealed = false
     private var decoder = WireFrameDecoder()
     /// The same bytes as the decoder holds, so each message's frame can be handed out verbatim.
     private var raw: [UInt8] = []
     private var head = 0
 
-    mutating func push(_ bytes: ArraySlice<UInt8>) -> [(frame: ArraySlice<UInt8>, envelope: PCEnvelope)] {
+    mutating func push(_ bytes: ArraySlice<UInt8>) -> [(frame: ArraySlice<UInt8>, envelope: PCEnvelope?)] {
         if head > 0 && head * 2 >= raw.count {
             raw.removeFirst(head)
             head = 0
         }
-        decoder.push(bytes)
+        if !sealed { decoder.push(bytes) }
         raw.append(contentsOf: bytes)
-        var messages: [(ArraySlice<UInt8>, PCEnvelope)] = []
+        var messages: [(ArraySlice<UInt8>, PCEnvelope?)] = []
         do {
-            while let envelope = try decoder.next() {
+            while !sealed, let envelope = try decoder.next() {
                 let size = decoder.lastMessageBytes
                 messages.append((raw[head..<head + size], envelope))
                 head += size
+                switch envelope.body {
+                case .keyChallenge?, .keyProof?: sealed = sealsAfterHandshake
+                default: break
+                }
+            }
+            while sealed, raw.count - head >= 4 {
+                let length = Int(raw[head..<head + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                guard length <= SessionRecords.maxPlaintextBytes + 16 else { throw WireError.unsealable("a record of \(length) bytes") }
+                guard raw.count - head - 4 >= length else { break }
+                messages.append((raw[head..<head + 4 + length], nil))
+                head += 4 + length
             }
         } catch {
             raw = []
@@ -163,6 +181,8 @@ struct FrameSplitter {
         }
         return messages
     }
+
+    init(sealsAfterHandshake: Bool = false) { self.sealsAfterHandshake = sealsAfterHandshake }
 
     /// Set once the stream stopped being PartyCast frames (nothing more is split).
     private(set) var failure: String?
@@ -273,16 +293,15 @@ final class CaptureFile: Sendable {
 /// Forwards `from` → `to` until either side is done, recording each frame.
 func pump(from: Int32, to: Int32, session: Int, direction: String, capture: CaptureFile) {
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-    var splitter = FrameSplitter()
+    var splitter = FrameSplitter(sealsAfterHandshake: true)
     var frames = 0
     while let bytes = readSome(from, &buffer) {
         guard writeAll(to, bytes) else { break }
         guard splitter.failure == nil else { continue }
         var lines: [String] = []
         for (frame, envelope) in splitter.push(bytes) {
-            let kind = kind(envelope)
-            lines.append("\(session)\t\(direction)\t\(kind)\t\(hex(frame))")
-            for (field, value) in keyFields(envelope) { lines.append("\(session)\t\(direction)\t\(field)\t\(hex(value))") }
+            lines.append("\(session)\t\(direction)\t\(envelope.map(kind) ?? "Sealed")\t\(hex(frame))")
+            for (field, value) in envelope.map(keyFields) ?? [] { lines.append("\(session)\t\(direction)\t\(field)\t\(hex(value))") }
             frames += 1
         }
         capture.append(lines)
@@ -370,7 +389,7 @@ func printMessages(_ fd: Int32, first: () -> Void = {}) -> Bool {
             note("read: \(String(cString: strerror(error)))")
             return error == ECONNRESET || error == EPIPE
         }
-        for (_, envelope) in splitter.push(buffer[0..<n]) {
+        for case (_, let envelope?) in splitter.push(buffer[0..<n]) {
             say(describe(envelope))
             seen += 1
             if seen == 1 { first() }

@@ -257,16 +257,19 @@ final class LoopbackBroadcastTests: XCTestCase {
 }
 
 /// A TCP relay from a port of its own to 127.0.0.1:`upstream` that cuts its first connection
-/// after `cutAfter` bytes have come down it; later connections are relayed whole.
+/// after `cutAfter` bytes have come down it, or flips one bit of the byte at `flipAt` of it (a
+/// man in the middle); later connections are relayed whole.
 final class CuttingRelay: @unchecked Sendable {
     let port: Int
     private let listening: Int32
     private let cutAfter: Int
+    private let flipAt: Int?
     private let upstream: Int
 
-    init(to upstream: Int, cutAfter: Int) throws {
+    init(to upstream: Int, cutAfter: Int = .max, flipAt: Int? = nil) throws {
         self.upstream = upstream
         self.cutAfter = cutAfter
+        self.flipAt = flipAt
         guard let (fd, port) = boundLoopbackSocket(), listen(fd, 8) == 0 else { throw POSIXError(.EADDRINUSE) }
         listening = fd
         self.port = port
@@ -286,10 +289,11 @@ final class CuttingRelay: @unchecked Sendable {
             guard client >= 0 else { return }
             guard let server = connectToLoopback(port: upstream) else { close(client); continue }
             let limit = first ? cutAfter : Int.max
+            let flip = first ? flipAt : nil
             first = false
             let pair = SocketPair(client, server)
             Thread.detachNewThread { Self.pump(from: client, to: server, limit: .max); pair.pumpEnded() }
-            Thread.detachNewThread { Self.pump(from: server, to: client, limit: limit); pair.pumpEnded() }
+            Thread.detachNewThread { Self.pump(from: server, to: client, limit: limit, flipAt: flip); pair.pumpEnded() }
         }
     }
 
@@ -306,12 +310,13 @@ final class CuttingRelay: @unchecked Sendable {
     }
 
     /// Copies until EOF, an error or `limit` bytes, then shuts both sockets so the other pump ends too.
-    private static func pump(from source: Int32, to destination: Int32, limit: Int) {
+    private static func pump(from source: Int32, to destination: Int32, limit: Int, flipAt: Int? = nil) {
         var buffer = [UInt8](repeating: 0, count: 16384)
         var total = 0
         while total < limit {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, min($0.count, limit - total)) }
             guard count > 0 else { break }
+            if let flipAt, (total..<total + count).contains(flipAt) { buffer[flipAt - total] ^= 0x10 }
             let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress, count) }
             guard written == count else { break }
             total += count

@@ -5,7 +5,7 @@ import XCTest
 /// A private party (`--key`) on a LAN of network namespaces (scripts/lan/lan.sh): only listeners with
 /// its key get in, a listener with a key refuses a broadcaster that cannot prove it holds it, and a
 /// handshake captured by a man in the middle (`partycast-relay`) is worth nothing when replayed to
-/// either side. Everything runs on one LAN of four hosts, brought up once (it is slow):
+/// either side, and everything after the handshake crosses the link sealed. Everything runs on one LAN of four hosts, brought up once (it is slow):
 ///
 ///   host1  private broadcaster "Private Party" (`--key`)      host3  partycast-relay; listener list; avahi-browse
 ///   host2  the listeners that join it                          host4  public broadcaster "Public Party"
@@ -63,7 +63,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
 
         // (6) Two sessions through the relay, the second once the first's handshake is through.
         let relayed1 = try join(on: 2, "\(address(3)):7400", key: secret, name: "relayed1", directory)
-        XCTAssertNotNil(eventually(timeout: 20) { capturedLines(capturePath).contains { $0.hasPrefix("1\tb2l\tWelcome\t") } ? true : nil },
+        XCTAssertNotNil(eventually(timeout: 20) { capturedLines(capturePath).contains { $0.hasPrefix("1\tb2l\tSealed\t") } ? true : nil },
                         "session 1 never got through the relay: \(capture.stderr)")
         let relayed2 = try join(on: 2, "\(address(3)):7400", key: secret, name: "relayed2", directory)
 
@@ -74,7 +74,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
         let keyedAtPublic = try join(on: 3, address(4), key: secret, name: "keyed", directory)
 
         // (6a) Session 1's listener side replayed to the broadcaster, once session 2 has joined too.
-        XCTAssertNotNil(eventually(timeout: 20) { capturedLines(capturePath).contains { $0.hasPrefix("2\tb2l\tWelcome\t") } ? true : nil },
+        XCTAssertNotNil(eventually(timeout: 20) { capturedLines(capturePath).contains { $0.hasPrefix("2\tb2l\tSealed\t") } ? true : nil },
                         "session 2 never got through the relay: \(capture.stderr)")
         let replayed = try on(3, [relay, "replay-to-broadcaster", capturePath, "1", "\(address(1)):7360"]).wait(timeout: 20)
         XCTAssertEqual(replayed.status, 0, replayed.stderr)
@@ -111,7 +111,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
         XCTAssertEqual(refusedNoKey.status, 12, refusedNoKey.stderr)
         XCTAssertEqual(errorLines(refusedNoKey.stderr), ["listener: error [key]: this party is private: join it with --key (or PARTYCAST_KEY)"],
                        refusedNoKey.stderr)
-        // (4) A wrong key: the broadcaster's proof does not verify, so the listener refuses first.
+        // (4) A wrong key: the broadcaster's confirmation does not verify, so the listener refuses first.
         let refusedWrongKey = wrongKey.wait(timeout: 20)
         XCTAssertEqual(refusedWrongKey.status, 12, refusedWrongKey.stderr)
         XCTAssertEqual(errorLines(refusedWrongKey.stderr),
@@ -148,7 +148,7 @@ final class PrivatePartyOnLANTests: XCTestCase {
         // One line for each refusal (in the order they happened to come).
         XCTAssertEqual(log.filter { $0.contains("closed connection from") }.sorted(),
                        ["broadcaster: warning: closed connection from \(address(2)): it (nokey) has no party key; refused it",
-                        "broadcaster: warning: closed connection from \(address(2)): it refused this broadcaster: the party keys differ",
+                        "broadcaster: warning: closed connection from \(address(2)): it (wrongkey) refused this broadcaster's key: the party keys differ",
                         "broadcaster: warning: closed connection from \(address(3)): it (relayed1) could not prove it holds the party key (a different key, or a replayed handshake); refused it"].sorted(),
                        served.stderr)
         XCTAssertTrue(log.contains("broadcaster: the broadcast is over; 3 listener(s) joined"), served.stderr)
@@ -168,8 +168,8 @@ final class PrivatePartyOnLANTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(snr(audio.samples[...], reference.samples[...]), 50, name)
         }
 
-        // (6b) Session 1's broadcaster side replayed to a listener with the right key: the old proof
-        // is not over this listener's nonce, so it refuses before proving anything and plays nothing.
+        // (6b) Session 1's broadcaster side replayed to a listener with the right key: the old
+        // confirmation is not over this listener's share, so it refuses before confirming anything and plays nothing.
         let impostor = try on(3, [relay, "replay-to-listener", capturePath, "1", "7401"])
         XCTAssertTrue(impostor.waitForStderr("listening on 7401", timeout: 20), impostor.stderr)
         let victim = try join(on: 2, "\(address(3)):7401", key: secret, name: "victim", directory).wait(timeout: 20)
@@ -186,14 +186,19 @@ final class PrivatePartyOnLANTests: XCTestCase {
         // (6c) The two captured sessions share no key-derived bytes, and the secret is in no frame.
         let sessions = try parseCapture(capturePath)
         XCTAssertEqual(sessions.keys.sorted(), [1, 2])
-        let fieldNames = ["Hello.listener_nonce", "KeyChallenge.broadcaster_nonce", "KeyChallenge.broadcaster_proof", "KeyProof.listener_proof"]
+        // CPace's session id, shares (ristretto255 points) and confirmations (HMAC-SHA-512).
+        let fieldSizes = ["Hello.key_session_id": 16, "Hello.listener_share": 32, "KeyChallenge.broadcaster_share": 32,
+                          "KeyChallenge.broadcaster_confirmation": 64, "KeyProof.listener_confirmation": 64]
         for (number, session) in sessions.sorted(by: { $0.key < $1.key }) {
             XCTAssertEqual(session.kinds("l2b").prefix(2), ["Hello", "KeyProof"], "session \(number)")
-            XCTAssertEqual(session.kinds("b2l").prefix(2), ["KeyChallenge", "Welcome"], "session \(number)")
-            XCTAssertTrue(session.kinds("b2l").contains("AudioChunk"), "session \(number)")
-            XCTAssertEqual(session.fields.keys.sorted(), fieldNames.sorted(), "session \(number)")
+            XCTAssertEqual(session.kinds("b2l").first, "KeyChallenge", "session \(number)")
+            // After the handshake nothing is in the clear: the Welcome, the format, the audio are sealed records.
+            XCTAssertEqual(Set(session.kinds("b2l").dropFirst()), ["Sealed"], "session \(number)")
+            XCTAssertEqual(Set(session.kinds("l2b").dropFirst(2)), ["Sealed"], "session \(number)")
+            XCTAssertGreaterThan(session.kinds("b2l").count, 100, "session \(number): the stream went through")
+            XCTAssertEqual(session.fields.keys.sorted(), fieldSizes.keys.sorted(), "session \(number)")
             for (name, value) in session.fields {
-                XCTAssertEqual(value.count, 32, "session \(number) \(name)")
+                XCTAssertEqual(value.count, fieldSizes[name], "session \(number) \(name)")
                 // The search below finds what is there: each value is in its own session's frames.
                 XCTAssertTrue(session.contains(anyWindowOf: [value]), "session \(number): \(name) not found in its own frames")
             }
@@ -201,8 +206,8 @@ final class PrivatePartyOnLANTests: XCTestCase {
             XCTAssertFalse(session.contains(anyWindowOf: [secretBytes]), "session \(number): 8 bytes of the secret in a frame")
         }
         if let one = sessions[1], let two = sessions[2] {
-            XCTAssertFalse(two.contains(anyWindowOf: Array(one.fields.values)), "a nonce or proof of session 1 is in session 2's frames")
-            XCTAssertFalse(one.contains(anyWindowOf: Array(two.fields.values)), "a nonce or proof of session 2 is in session 1's frames")
+            XCTAssertFalse(two.contains(anyWindowOf: Array(one.fields.values)), "a share or confirmation of session 1 is in session 2's frames")
+            XCTAssertFalse(one.contains(anyWindowOf: Array(two.fields.values)), "a share or confirmation of session 2 is in session 1's frames")
         }
     }
 
@@ -253,7 +258,7 @@ private func capturedLines(_ path: String) -> [Substring] {
     return text[..<end].split(separator: "\n")
 }
 
-/// One session of a `partycast-relay capture` file: its frames in order, and the nonces and proofs.
+/// One session of a `partycast-relay capture` file: its frames in order, and the key handshake's fields.
 private struct CapturedSession {
     var frames: [(direction: String, kind: String, bytes: [UInt8])] = []
     var fields: [String: [UInt8]] = [:]
@@ -281,7 +286,7 @@ private struct CapturedSession {
     }
 }
 
-/// SESSION<TAB>l2b|b2l<TAB>KIND<TAB>HEX (a whole frame) or SESSION<TAB>DIR<TAB>KIND.FIELD<TAB>HEX (a nonce or proof).
+/// SESSION<TAB>l2b|b2l<TAB>KIND<TAB>HEX (a whole frame) or SESSION<TAB>DIR<TAB>KIND.FIELD<TAB>HEX (a key handshake field).
 private func parseCapture(_ path: String) throws -> [Int: CapturedSession] {
     var sessions: [Int: CapturedSession] = [:]
     for line in capturedLines(path) {

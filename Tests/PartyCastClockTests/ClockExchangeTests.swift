@@ -86,20 +86,30 @@ final class ClockExchangeTests: XCTestCase {
         XCTAssertEqual(responder.ignoredDatagrams, 6)
     }
 
-    func testAPrivatePartysDatagramsAreSignedBothWays() throws {
-        let nonces = (PartyKey.freshNonce(), PartyKey.freshNonce())
-        let key = PartyKey(secret: "correct horse").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
-        let wrongKey = PartyKey(secret: "battery staple").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
-        let otherHandshake = PartyKey(secret: "correct horse").clockKey(listenerNonce: PartyKey.freshNonce(), broadcasterNonce: nonces.1)
+    /// The clock key of one run of the key handshake with `secret` on both sides.
+    private func clockKey(_ secret: String) throws -> ClockDatagramKey {
+        let listener = KeyHandshake.Initiator(key: PartyKey(secret: secret))
+        let broadcaster = try XCTUnwrap(KeyHandshake.Responder(key: PartyKey(secret: secret), sessionID: listener.sessionID,
+                                                               listenerShare: listener.share))
+        return broadcaster.session.clockKey
+    }
+
+    func testAPrivatePartysDatagramsAreSignedBothWaysAndTakenOnce() throws {
+        let key = try clockKey("correct horse")
+        let wrongKey = try clockKey("battery staple")
+        let otherHandshake = try clockKey("correct horse")
         let token = responder.admit(key: key)
         let socket = try client()
         socket.send(try request(token: token, sequence: 1))                      // unsigned
         socket.send(try request(token: token, sequence: 2, key: wrongKey))       // another party's key
         socket.send(try request(token: token, sequence: 3, key: otherHandshake)) // another connection's key
         socket.send(try request(token: token, sequence: 4, key: key))
-        let got = try answers(on: socket) { $0.contains { $0.sequence == 4 } }
-        XCTAssertEqual(got.map(\.0.sequence), [4])
-        XCTAssertEqual(responder.ignoredDatagrams, 3)
+        socket.send(try request(token: token, sequence: 4, key: key))            // a replay
+        socket.send(try request(token: token, sequence: 6, key: key))
+        socket.send(try request(token: token, sequence: 5, key: key))            // late, but new
+        let got = try answers(on: socket) { $0.contains { $0.sequence == 5 } }
+        XCTAssertEqual(got.map(\.0.sequence), [4, 6, 5])
+        XCTAssertEqual(responder.ignoredDatagrams, 4)
 
         var answer = try XCTUnwrap(got.first).0
         XCTAssertTrue(key.verify(answer), "the answer is signed with the connection's key")
@@ -125,8 +135,7 @@ final class ClockExchangeTests: XCTestCase {
 
     /// What the listener believes: only the authentic answer to a request in flight, once.
     func testAListenerBelievesEachAnswerOnceAndOnlyIfItMatchesARequestInFlight() throws {
-        let nonces = (PartyKey.freshNonce(), PartyKey.freshNonce())
-        let key = PartyKey(secret: "k").clockKey(listenerNonce: nonces.0, broadcasterNonce: nonces.1)
+        let key = try clockKey("k")
         let datagrams = ClockRequester.Datagrams(host: "127.0.0.1", port: 9, token: 77, key: key)
         var exchange = Exchange(datagrams: datagrams, sync: ClockSync(clock: .system))
         let request = exchange.nextRequest(datagrams)

@@ -9,25 +9,23 @@ import XCTest
 
 /// The listener's checks on what a broadcaster says, driven message by message without a network.
 final class ListenerValidationTests: XCTestCase {
-    // MARK: The party key
-
-    func testProofsVerifyOnlyWithTheSameKeyAndTheSameNonces() {
-        let key = PartyKey(secret: "correct horse"), other = PartyKey(secret: "battery staple")
-        let ln = PartyKey.freshNonce(), bn = PartyKey.freshNonce()
-        let proof = key.broadcasterProof(listenerNonce: ln, broadcasterNonce: bn)
-        XCTAssertTrue(key.verifyBroadcaster(proof, listenerNonce: ln, broadcasterNonce: bn))
-        XCTAssertFalse(other.verifyBroadcaster(proof, listenerNonce: ln, broadcasterNonce: bn), "another key")
-        XCTAssertFalse(key.verifyBroadcaster(proof, listenerNonce: PartyKey.freshNonce(), broadcasterNonce: bn), "a replay meets a fresh nonce")
-        XCTAssertFalse(key.verifyListener(proof, listenerNonce: ln, broadcasterNonce: bn), "a proof is bound to its role")
-        XCTAssertFalse(key.verifyBroadcaster(proof, listenerNonce: Array(ln.prefix(16)), broadcasterNonce: bn), "short nonce")
-        XCTAssertNotEqual(proof, key.broadcasterProof(listenerNonce: PartyKey.freshNonce(), broadcasterNonce: bn))
-        XCTAssertNotEqual(ln, bn)
-    }
-
     // MARK: The connection gate
 
-    func gate(key: PartyKey? = nil, nonce: [UInt8] = PartyKey.freshNonce()) -> ConnectionGate {
-        ConnectionGate(listenerName: "room", hostName: "pi", listenerID: "1", wantsSync: true, key: key, nonce: nonce)
+    func gate(key: PartyKey? = nil) -> ConnectionGate {
+        ConnectionGate(listenerName: "room", hostName: "pi", listenerID: "1", wantsSync: true, key: key)
+    }
+
+    /// The broadcaster's side of the gate's key handshake, with `key`.
+    func responder(to gate: ConnectionGate, key: PartyKey) throws -> KeyHandshake.Responder {
+        guard case .hello(let hello)? = gate.hello.body else { throw PartyCastError(.io, "no Hello") }
+        return try XCTUnwrap(KeyHandshake.Responder(key: key, sessionID: [UInt8](hello.keySessionID), listenerShare: [UInt8](hello.listenerShare)))
+    }
+
+    func challenge(_ responder: KeyHandshake.Responder) -> PCEnvelope {
+        var challenge = PCKeyChallenge()
+        challenge.broadcasterShare = Data(responder.share)
+        challenge.broadcasterConfirmation = Data(responder.confirmation)
+        return envelope(.keyChallenge(challenge))
     }
 
     func envelope(_ body: PCEnvelope.OneOf_Body) -> PCEnvelope {
@@ -67,34 +65,36 @@ final class ListenerValidationTests: XCTestCase {
     }
 
     func testKeyHandshakeBothWays() throws {
-        let key = PartyKey(secret: "party time"), nonce = PartyKey.freshNonce()
-        var gate = gate(key: key, nonce: nonce)
+        let key = PartyKey(secret: "party time")
+        var gate = gate(key: key)
         XCTAssertTrue(gate.hello.hello.holdsKey)
-        XCTAssertEqual([UInt8](gate.hello.hello.listenerNonce), nonce)
-        let bn = PartyKey.freshNonce()
-        var challenge = PCKeyChallenge()
-        challenge.broadcasterNonce = Data(bn)
-        challenge.broadcasterProof = Data(key.broadcasterProof(listenerNonce: nonce, broadcasterNonce: bn))
-        guard case .reply(let reply)? = gate.handle(envelope(.keyChallenge(challenge)), arrivedAt: 0).first,
-              case .keyProof(let proof)? = reply.body else { return XCTFail("no key proof") }
-        XCTAssertTrue(key.verifyListener(proof.listenerProof, listenerNonce: nonce, broadcasterNonce: bn))
+        XCTAssertEqual(gate.hello.hello.keySessionID.count, KeyHandshake.sessionIDBytes)
+        XCTAssertEqual(gate.hello.hello.listenerShare.count, CPace.pointBytes)
+        let broadcaster = try responder(to: gate, key: key)
+        let verdicts = gate.handle(challenge(broadcaster), arrivedAt: 0)
+        guard verdicts.count == 2, case .reply(let reply) = verdicts[0], case .keyProof(let proof)? = reply.body,
+              case .startSealing(let session) = verdicts[1] else { return XCTFail("no key proof, then sealing: \(verdicts)") }
+        XCTAssertTrue(broadcaster.verify(listenerConfirmation: proof.listenerConfirmation))
+        XCTAssertEqual(session, broadcaster.session, "both ends seal under the same keys")
+        XCTAssertNotNil(gate.clockKey)
         XCTAssertEqual(gate.handle(welcome(), arrivedAt: 0), [.deliver(welcome())])
     }
 
-    func testAListenerWithAKeyRefusesWhatCannotProveIt() {
+    func testAListenerWithAKeyRefusesWhatCannotProveIt() throws {
         let key = PartyKey(secret: "party time")
         // A public broadcaster (or an impostor) welcomes without proving anything.
         var unproven = gate(key: key)
         XCTAssertEqual(unproven.handle(welcome(), arrivedAt: 0).last.flatMap(failureCode), .key)
-        // A proof made over another listener's nonce: a replayed handshake.
+        // An answer to another listener's Hello: a replayed handshake.
         var replayed = gate(key: key)
-        let bn = PartyKey.freshNonce()
-        var challenge = PCKeyChallenge()
-        challenge.broadcasterNonce = Data(bn)
-        challenge.broadcasterProof = Data(key.broadcasterProof(listenerNonce: PartyKey.freshNonce(), broadcasterNonce: bn))
-        let verdicts = replayed.handle(envelope(.keyChallenge(challenge)), arrivedAt: 0)
+        let verdicts = replayed.handle(challenge(try responder(to: gate(key: key), key: key)), arrivedAt: 0)
         XCTAssertEqual(verdicts.last.flatMap(failureCode), .key)
         XCTAssertFalse(verdicts.contains { if case .reply(let e) = $0, case .keyProof? = e.body { true } else { false } }, "never proves itself to an impostor")
+        // A broadcaster with another key.
+        var wrong = gate(key: key)
+        let wrongVerdicts = wrong.handle(challenge(try responder(to: wrong, key: PartyKey(secret: "party tim"))), arrivedAt: 0)
+        XCTAssertEqual(wrongVerdicts.last.flatMap(failureCode), .key)
+        XCTAssertFalse(wrongVerdicts.contains { if case .startSealing = $0 { true } else { false } })
         // No key, and the party is private.
         var keyless = gate()
         XCTAssertEqual(keyless.handle(PCEnvelope.failure(.keyRequired, "private"), arrivedAt: 0).last.flatMap(failureCode), .key)

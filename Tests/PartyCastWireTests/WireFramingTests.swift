@@ -83,9 +83,9 @@ final class WireFramingTests: XCTestCase {
         status.bufferMilliseconds = 480; status.syncErrorMicroseconds = -12; status.underruns = 2; status.playedPosition = 48000
         status.clockBoundMicroseconds = 37
         var challenge = PCKeyChallenge()
-        challenge.broadcasterNonce = Data(repeating: 7, count: 32); challenge.broadcasterProof = Data(repeating: 9, count: 32)
+        challenge.broadcasterShare = Data(repeating: 7, count: 32); challenge.broadcasterConfirmation = Data(repeating: 9, count: 64)
         var proof = PCKeyProof()
-        proof.listenerProof = Data(repeating: 5, count: 32)
+        proof.listenerConfirmation = Data(repeating: 5, count: 64)
         metadata.startPosition = 1 << 40; metadata.songFrame = 4800
         status.latencyOffsetMilliseconds = -250
         var withdraw = PCWithdraw()
@@ -234,6 +234,7 @@ final class WireFramingTests: XCTestCase {
             case .malformed?: malformed += 1
             case .messageTooLarge?: tooLarge += 1
             case .zeroLength?, nil: break
+            case .unsealable?: XCTFail("no records to open here")
             }
         }
         XCTAssertGreaterThan(malformed, 1500, "bodies that are not protobuf are reported as malformed")

@@ -329,11 +329,16 @@ public nonisolated struct PCHello: Sendable {
   /// Whether the listener will run the clock exchange to play in step with the others.
   public var wantsSync: Bool = false
 
-  /// Set when the listener holds a party key: it will accept only a broadcaster that proves it holds
-  /// the same key, over `listener_nonce` (32 fresh random bytes per connection).
+  /// Set when the listener holds a party key, which starts the key handshake: CPace
+  /// (draft-irtf-cfrg-cpace, CPACE-RISTR255-SHA512, initiator-responder, the listener as initiator A)
+  /// with PRS = the key's UTF-8, CI = "PartyCast stream protocol 5", ADa = "PartyCast listener",
+  /// ADb = "PartyCast broadcaster" (neither sent), sid = key_session_id (16 fresh random bytes),
+  /// and listener_share = Ya (32 bytes).
   public var holdsKey: Bool = false
 
-  public var listenerNonce: Data = Data()
+  public var keySessionID: Data = Data()
+
+  public var listenerShare: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -341,16 +346,17 @@ public nonisolated struct PCHello: Sendable {
 }
 
 /// Broadcaster → listener, instead of Welcome, when the party is private and the Hello said
-/// holds_key: proof = HMAC-SHA256(party key, "partycast broadcaster" ‖ listener_nonce ‖ broadcaster_nonce),
-/// with broadcaster_nonce 32 fresh random bytes. The listener checks it before proving anything.
+/// holds_key: broadcaster_share = Yb, and the draft's key confirmation Tb = HMAC-SHA-512(mac_key,
+/// lv_cat(Yb, ADb)), mac_key = SHA-512("CPaceMac" ‖ sid ‖ ISK). Sent only once Ya is in hand, so it
+/// answers one guess of the key. The listener checks Tb before it confirms anything.
 public nonisolated struct PCKeyChallenge: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var broadcasterNonce: Data = Data()
+  public var broadcasterShare: Data = Data()
 
-  public var broadcasterProof: Data = Data()
+  public var broadcasterConfirmation: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -358,14 +364,17 @@ public nonisolated struct PCKeyChallenge: Sendable {
 }
 
 /// Listener → broadcaster, the answer to a KeyChallenge that verified:
-/// proof = HMAC-SHA256(party key, "partycast listener" ‖ broadcaster_nonce ‖ listener_nonce).
-/// The broadcaster then sends Welcome, or Error KEY_REJECTED.
+/// Ta = HMAC-SHA-512(mac_key, lv_cat(Ya, ADa)). From the next byte on, both directions are sealed
+/// records (ChaCha20-Poly1305 under HKDF-SHA256(ISK, salt sid, "PartyCast stream records"), nonce =
+/// direction (1: to the listener, 2: to the broadcaster, 4 bytes) ‖ record count (8 bytes), each
+/// record a 4-byte length and ciphertext ‖ tag, the length authenticated) carrying the usual frames.
+/// The broadcaster then sends Welcome, sealed; or Error KEY_REJECTED in the clear.
 public nonisolated struct PCKeyProof: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var listenerProof: Data = Data()
+  public var listenerConfirmation: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -638,8 +647,8 @@ public nonisolated struct PCClockDatagram: Sendable {
   public var answer: Bool = false
 
   /// Private party: the first 16 bytes of HMAC-SHA256 over fields 1-6 (big-endian, 8 bytes each,
-  /// `answer` as one byte), keyed with HKDF-SHA256(party key, salt: listener nonce ‖ broadcaster
-  /// nonce), so only the two ends of that handshake can make or change one.
+  /// `answer` as one byte), keyed with HKDF-SHA256(ISK, salt: sid, "PartyCast clock datagrams"), so
+  /// only the two ends of that handshake can make or change one; each side takes a sequence once.
   public var mac: Data = Data()
 
   /// Zeros in a request, as many as make it exactly as long as its answer (which adds t2, t3 and
@@ -1051,7 +1060,7 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}listener_name\0\u{3}host_name\0\u{3}listener_id\0\u{3}wants_sync\0\u{3}holds_key\0\u{3}listener_nonce\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}listener_name\0\u{3}host_name\0\u{3}listener_id\0\u{3}wants_sync\0\u{3}holds_key\0\u{3}key_session_id\0\u{3}listener_share\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1065,7 +1074,8 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
       case 4: try { try decoder.decodeSingularStringField(value: &self.listenerID) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.wantsSync) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.holdsKey) }()
-      case 7: try { try decoder.decodeSingularBytesField(value: &self.listenerNonce) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.keySessionID) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.listenerShare) }()
       default: break
       }
     }
@@ -1090,8 +1100,11 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if self.holdsKey != false {
       try visitor.visitSingularBoolField(value: self.holdsKey, fieldNumber: 6)
     }
-    if !self.listenerNonce.isEmpty {
-      try visitor.visitSingularBytesField(value: self.listenerNonce, fieldNumber: 7)
+    if !self.keySessionID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.keySessionID, fieldNumber: 7)
+    }
+    if !self.listenerShare.isEmpty {
+      try visitor.visitSingularBytesField(value: self.listenerShare, fieldNumber: 8)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1103,7 +1116,8 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if lhs.listenerID != rhs.listenerID {return false}
     if lhs.wantsSync != rhs.wantsSync {return false}
     if lhs.holdsKey != rhs.holdsKey {return false}
-    if lhs.listenerNonce != rhs.listenerNonce {return false}
+    if lhs.keySessionID != rhs.keySessionID {return false}
+    if lhs.listenerShare != rhs.listenerShare {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1111,7 +1125,7 @@ nonisolated extension PCHello: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension PCKeyChallenge: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".KeyChallenge"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}broadcaster_nonce\0\u{3}broadcaster_proof\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}broadcaster_share\0\u{3}broadcaster_confirmation\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1119,26 +1133,26 @@ nonisolated extension PCKeyChallenge: SwiftProtobuf.Message, SwiftProtobuf._Mess
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularBytesField(value: &self.broadcasterNonce) }()
-      case 2: try { try decoder.decodeSingularBytesField(value: &self.broadcasterProof) }()
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.broadcasterShare) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.broadcasterConfirmation) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.broadcasterNonce.isEmpty {
-      try visitor.visitSingularBytesField(value: self.broadcasterNonce, fieldNumber: 1)
+    if !self.broadcasterShare.isEmpty {
+      try visitor.visitSingularBytesField(value: self.broadcasterShare, fieldNumber: 1)
     }
-    if !self.broadcasterProof.isEmpty {
-      try visitor.visitSingularBytesField(value: self.broadcasterProof, fieldNumber: 2)
+    if !self.broadcasterConfirmation.isEmpty {
+      try visitor.visitSingularBytesField(value: self.broadcasterConfirmation, fieldNumber: 2)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: PCKeyChallenge, rhs: PCKeyChallenge) -> Bool {
-    if lhs.broadcasterNonce != rhs.broadcasterNonce {return false}
-    if lhs.broadcasterProof != rhs.broadcasterProof {return false}
+    if lhs.broadcasterShare != rhs.broadcasterShare {return false}
+    if lhs.broadcasterConfirmation != rhs.broadcasterConfirmation {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1146,7 +1160,7 @@ nonisolated extension PCKeyChallenge: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension PCKeyProof: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".KeyProof"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}listener_proof\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}listener_confirmation\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1154,21 +1168,21 @@ nonisolated extension PCKeyProof: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularBytesField(value: &self.listenerProof) }()
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.listenerConfirmation) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.listenerProof.isEmpty {
-      try visitor.visitSingularBytesField(value: self.listenerProof, fieldNumber: 1)
+    if !self.listenerConfirmation.isEmpty {
+      try visitor.visitSingularBytesField(value: self.listenerConfirmation, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: PCKeyProof, rhs: PCKeyProof) -> Bool {
-    if lhs.listenerProof != rhs.listenerProof {return false}
+    if lhs.listenerConfirmation != rhs.listenerConfirmation {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,4 @@
+#ifndef PARTYCAST_CSODIUM_SHIM_H
+#define PARTYCAST_CSODIUM_SHIM_H
+#include <sodium.h>
+#endif
