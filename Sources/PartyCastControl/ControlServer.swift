@@ -50,6 +50,9 @@ public final class ControlServer: Sendable {
             self.port = try bound.futureResult.wait()
         } catch {
             running.cancel()
+            // The task fulfils `stopped` right after failing `bound`: shutting the loop down first
+            // left that promise unfulfilled ("leaking promise", a crash in debug builds). It never fails.
+            try? stopped.futureResult.wait()
             try? group.syncShutdownGracefully()
             throw PartyCastError(.io, "cannot serve the remote control on \(host):\(port): \(Self.describe(error)) (choose another with --control-port)")
         }
