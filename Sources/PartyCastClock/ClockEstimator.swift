@@ -46,7 +46,8 @@ public struct ClockEstimator: Sendable {
 
     /// How far `mapping` may be from the broadcaster's clock, 99 % of the time, by the evidence (ns):
     /// how far each envelope's true floor may lie below its lowest points, and how far the drift's
-    /// uncertainty carries the line from the points' mean time. Nil before the first fit. What no
+    /// uncertainty carries the line from the points' mean time. Nil before the first fit, and while
+    /// too few points lie near either floor to say how far apart they fall. What no
     /// exchange can see is not in it: a difference between the two directions' least delays (an
     /// asymmetric path, or queueing that never drains on one side).
     public private(set) var errorBound: Int64?
@@ -109,9 +110,9 @@ public struct ClockEstimator: Sendable {
     /// 5 × the sum, and twice the slope's half-width over the lever from the points' mean time,
     /// covers the error ≥ 99.4 % of the time on every simulated link (16 seeds each, from 11 s;
     /// 2.65 and 1 × covered 92–100 %). Timestamps themselves are good to about a microsecond.
-    static func bound(floorSpacings: (Double, Double), slopeHalfWidth: Double, lever: Double) -> Int64 {
+    static func bound(floorSpacings: (Double, Double), slopeHalfWidth: Double, lever: Double) -> Int64? {
         let bound = 5 * (floorSpacings.0 + floorSpacings.1) + 2 * slopeHalfWidth * lever + 1_000
-        return bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : Int64(1e15)
+        return bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
     }
 
     /// One slope for both envelopes (rising on A, falling on B), from the two-sided form of the

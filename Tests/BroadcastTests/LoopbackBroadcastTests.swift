@@ -96,9 +96,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTAssertTrue(served.stderr.contains("sent no Hello within 5 s"), served.stderr)
         let audio = try readAudio("\(directory)/good.wav")
         XCTAssertEqual(audio.frames, 9 * 48000)
-        let sox = "\(directory)/sox.wav"
-        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "9", "sine", "1000", "vol", "0.5"])
-        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try referenceTone(seconds: 9, in: directory)[...]), 50)
     }
 
     /// The end of a song and the goodbye reach a listener that reads slowly and speaks after the
@@ -250,9 +248,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
         let audio = try readAudio("\(directory)/rejoined.wav")
         XCTAssertEqual(audio.frames, 6 * 48000, "every sample once")
-        let sox = "\(directory)/sox.wav"
-        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "6", "sine", "1000", "vol", "0.5"])
-        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try referenceTone(seconds: 6, in: directory)[...]), 50)
     }
 }
 

@@ -64,9 +64,7 @@ final class PrivatePartyLoopbackTests: XCTestCase {
         XCTAssertEqual(served.stderr.split(separator: "\n").filter { $0.contains("refused this broadcaster's key") }.count, 1, served.stderr)
         let audio = try readAudio("\(directory)/right.wav")
         XCTAssertEqual(audio.frames, 4 * 48000)
-        let sox = "\(directory)/sox.wav"
-        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "4", "sine", "1000", "vol", "0.5"])
-        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try referenceTone(seconds: 4, in: directory)[...]), 50)
     }
 
     /// A man in the middle flips one bit of the sealed stream, 2 s into the audio: the record does not
@@ -87,9 +85,7 @@ final class PrivatePartyLoopbackTests: XCTestCase {
         XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
         let audio = try readAudio("\(directory)/tampered.wav")
         XCTAssertEqual(audio.frames, 5 * 48000, "every sample once")
-        let sox = "\(directory)/sox.wav"
-        _ = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", sox, "synth", "5", "sine", "1000", "vol", "0.5"])
-        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try readAudio(sox).samples[...]), 50)
+        XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try referenceTone(seconds: 5, in: directory)[...]), 50)
     }
 
     /// The judged check: with `--key` and `--codec pcm`, no 64-byte run of the PCM appears in a

@@ -183,6 +183,15 @@ public func mpg123Reference(_ mp3: String, in directory: String) throws -> Decod
     return try readAudio(out)
 }
 
+/// sox's 1000 Hz sine at half scale, 48 kHz stereo Float32, `seconds` long: what `tone:1000` sounds like.
+public func referenceTone(seconds: Int, in directory: String) throws -> [Float] {
+    let path = (directory as NSString).appendingPathComponent("reference-tone-\(seconds)s.wav")
+    let result = try runProcess("sox", ["-n", "-r", "48000", "-c", "2", "-e", "floating-point", "-b", "32", path,
+                                        "synth", "\(seconds)", "sine", "1000", "vol", "0.5"])
+    XCTAssertEqual(result.status, 0, "sox failed: \(result.stderr)")
+    return try readAudio(path).samples
+}
+
 /// Signal-to-noise ratio in dB of `actual` against `reference`, sample by sample over their overlap.
 public func snr(_ actual: ArraySlice<Float>, _ reference: ArraySlice<Float>) -> Double {
     let n = min(actual.count, reference.count)
