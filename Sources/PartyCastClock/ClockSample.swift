@@ -99,9 +99,7 @@ public struct ClockExchangeSchedule: Sendable {
     /// - Never more often than once per noise where answers do not overtake each other (Wi-Fi, TCP:
     ///   `AnswerOrder`): there a packet held holds everything behind it, so a request sent before the
     ///   last has left queues behind it, and at most about one exchange per noise finds the path
-    ///   empty however many are sent. partycast-clock-sim, 32 seeds from 11 s, 0–20 ms in order with
-    ///   audio down and acknowledgements up: p99 370 → 266 µs, worst run's p99 941 → 426 µs, for 81
-    ///   exchanges a second instead of 168 (every 0.75 and 1.5 noise gave the same within noise).
+    ///   empty however many are sent (figures in the commit that brought this).
     public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool) -> Int64 {
         if nanoseconds < 1_000_000_000 { return Self.joining }
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
