@@ -68,7 +68,8 @@ public final class BackgroundProcess {
     /// Waits for it to exit, killing it and its children (SIGKILL, by PID) if it outlives `timeout`:
     /// a wrapper such as /usr/bin/time would otherwise leave the command it runs behind.
     public func wait(timeout: TimeInterval) -> ProcessResult {
-        let timedOut = running.wait(timeout: .now() + timeout) == .timedOut
+        // Exited but not yet announced (Foundation reaps it first, then calls the handler): not a time-out.
+        let timedOut = running.wait(timeout: .now() + timeout) == .timedOut && process.isRunning
         if timedOut {
             for child in childProcesses(of: pid) { kill(child, SIGKILL) }
             kill(pid, SIGKILL)
