@@ -76,10 +76,9 @@ let package = Package(
         // ristretto255 and SHA-512 for the party key's PAKE (CPace).
         systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
 
-        // Errors, formats, clocks and the one place syscalls go through.
-        // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
-        // futexes Synchronization.Mutex takes on Linux and reports every contended one as a race.
-        .target(name: "PartyCastCore", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        // Errors, formats, clocks, the lock (LockedValueBox) and the one place syscalls go through.
+        // No dependencies: the listener's audio path (Output, Player) builds on it without NIO.
+        .target(name: "PartyCastCore"),
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // http(s):// byte sources: internet radio (ICY titles, reconnects) and remote files (Range
@@ -88,7 +87,6 @@ let package = Package(
             "PartyCastCore",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
@@ -105,11 +103,10 @@ let package = Package(
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
-        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastDSP", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastDSP", "CALSA"]),
         // The player's state machine wiring source → parser → decoder → ring → output.
         .target(name: "PartyCastPlayer", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastOutput",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
@@ -124,7 +121,7 @@ let package = Package(
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
         // mDNS publish/browse through avahi-client.
-        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -146,31 +143,30 @@ let package = Package(
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // Clock sync's maths, free of the wire: what maps a listener's clock to the broadcaster's (at
         // the top), the local clock and the schedule the audio thread reads (Playback/), and the one
         // place exchanges' results become that schedule (Sync/).
         .target(name: "PartyCastClock", dependencies: [
-            "PartyCastCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            "PartyCastCore",
         ]),
         // The exchanges themselves: UDP with kernel timestamps, TCP as the fallback, both ends.
         .target(name: "PartyCastClockExchange", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastWire",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // What both programs share at the command line: one writer for every line, swift-log's
         // handler, the party key option, exit statuses, Ctrl-C and keys.
         .target(name: "PartyCastCLI", dependencies: [
             "PartyCastCore", "PartyCastWire",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         .executableTarget(name: "listener", dependencies: [
@@ -214,7 +210,7 @@ let package = Package(
         ]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
             "PartyCastClock", "PartyCastClockExchange", "PartyCastCore", "PartyCastWire", "PartyCastSources",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
@@ -235,7 +231,7 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
     ]
 )

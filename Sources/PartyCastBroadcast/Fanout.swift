@@ -1,5 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCore
 import PartyCastWire
@@ -62,9 +61,9 @@ public final class Fanout: Sendable {
         var bytes: ByteBuffer
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = LockedValueBox(State())
     /// Told (outside the lock) when a listener joins, leaves or reports.
-    private let observers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    private let observers = LockedValueBox<[@Sendable () -> Void]>([])
     public let maxSkippedChunks: Int
     private let logger: Logger
 

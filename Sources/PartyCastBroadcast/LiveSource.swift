@@ -1,5 +1,4 @@
 import Foundation
-import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastDSP
 
@@ -34,9 +33,9 @@ final class LiveSource: PCMSource {
             /// Frames the reader holds until they fit under the buffer's limit; 0 while it reads.
             var waitingToAppend = 0
         }
-        let state: NIOLockedValueBox<State>
+        let state: LockedValueBox<State>
         let room = Wakeup()
-        init(_ state: State) { self.state = NIOLockedValueBox(state) }
+        init(_ state: State) { self.state = LockedValueBox(state) }
     }
 
     /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
@@ -61,7 +60,7 @@ final class LiveSource: PCMSource {
             try prepare(plain)
             return HandedOver(plain)
         }
-        let result = NIOLockedValueBox<Result<HandedOver<Source>, PartyCastError>?>(nil)
+        let result = LockedValueBox<Result<HandedOver<Source>, PartyCastError>?>(nil)
         let opener = DedicatedThread {
             let outcome: Result<HandedOver<Source>, PartyCastError>
             do throws(PartyCastError) {

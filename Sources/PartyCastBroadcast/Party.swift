@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCodec
 import PartyCastCore
@@ -74,11 +73,11 @@ public final class Party: PartyControl {
     public let sessionID: UInt64
 
     // Commands in, snapshots out: the only state shared with other threads.
-    private let inbox = NIOLockedValueBox<[(Request, CheckedContinuation<Result<PartySnapshot, PartyCommandError>, Never>)]>([])
+    private let inbox = LockedValueBox<[(Request, CheckedContinuation<Result<PartySnapshot, PartyCommandError>, Never>)]>([])
     private let wakeup = Wakeup()
     private let stopRequested = Atomic<Bool>(false)
-    private let published = NIOLockedValueBox(Published())
-    private let subscribers = NIOLockedValueBox(Subscribers())
+    private let published = LockedValueBox(Published())
+    private let subscribers = LockedValueBox(Subscribers())
 
     // nonisolated(unsafe): the pacer's state, touched only by the thread in run() (and by init).
     private nonisolated(unsafe) var state: PacerState

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import PartyCastClock
 import PartyCastCore
 import PartyCastOutput
@@ -56,8 +55,8 @@ public final class Player: Sendable {
     private let openSource: SourceFactory
     private let output: AudioOutput
     private let options: PlayerOptions
-    private let shared = NIOLockedValueBox(Shared())
-    private let observers = NIOLockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
+    private let shared = LockedValueBox(Shared())
+    private let observers = LockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
     /// The renderer's underrun count as the control loop last acted on it (the producer waits for it).
     private let underrunsHandled = Atomic<Int>(0)
