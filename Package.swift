@@ -139,9 +139,12 @@ let package = Package(
         // CTun: the TUN and setns calls Swift cannot make itself (ioctl is variadic), header-only.
         .systemLibrary(name: "CTun", path: "Sources/CTun"),
         .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
+        // The seam between the party and its remotes: commands, snapshots and the PartyControl protocol
+        // Broadcast's Party conforms to, so that Control needs none of the broadcaster's insides.
+        .target(name: "PartyCastControlSeam"),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -175,7 +178,7 @@ let package = Package(
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastBroadcast", "PartyCastCore", "PartyCastWire",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastWire",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -183,7 +186,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -227,7 +230,7 @@ let package = Package(
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
-            "PartyCastControl", "PartyCastBroadcast", "PartyCastWire", "PartyCastTestSupport",
+            "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "PartyCastTestSupport",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),

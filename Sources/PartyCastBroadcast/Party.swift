@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PartyCastCodec
+import PartyCastControlSeam
 import PartyCastCore
 import PartyCastDSP
 import PartyCastWire

@@ -5,6 +5,7 @@ import PartyCastBroadcast
 import PartyCastCLI
 import PartyCastCodec
 import PartyCastControl
+import PartyCastControlSeam
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry

@@ -1,4 +1,4 @@
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastCore
 
 /// A stand-in for `Party` that keeps the state a party would and refuses what a party would refuse
