@@ -218,6 +218,13 @@ let package = Package(
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
+        // The party in-process: its timeline and gains as values, its commands against a real Fanout
+        // whose listener is an EmbeddedChannel, on a clock the test moves.
+        .testTarget(name: "PartyCastBroadcastTests", dependencies: [
+            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The command line's own parts: the party key from a file (a systemd credential).
