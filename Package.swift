@@ -122,7 +122,6 @@ let package = Package(
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
-        // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
                           path: "Benchmarks/partycast-skew"),
@@ -130,15 +129,17 @@ let package = Package(
         .executableTarget(name: "partycast-clock-sim", dependencies: [
             "PartyCastClock", "PartyCastSources", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Benchmarks/partycast-clock-sim"),
-        .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
+        // Test tools (Tools/), apart from the two programs.
+        // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
+        .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"], path: "Tools/partycast-mdns-probe"),
         // A man in the middle for the LAN tests of the party key handshake: captures a session's frames
         // and replays them to either side.
-        .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"]),
+        .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"], path: "Tools/partycast-relay"),
         // A bad IP link between two network namespaces for the sync benchmark and the bad-link test:
         // TUN devices with jitter, loss, stalls and a rate limit per direction (no `tc netem` here).
         // CTun: the TUN and setns calls Swift cannot make itself (ioctl is variadic), header-only.
-        .systemLibrary(name: "CTun", path: "Sources/CTun"),
-        .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
+        .systemLibrary(name: "CTun", path: "Tools/CTun"),
+        .executableTarget(name: "partycast-netem", dependencies: ["CTun"], path: "Tools/partycast-netem"),
         // The seam between the party and its remotes: commands, snapshots and the PartyControl protocol
         // Broadcast's Party conforms to, so that Control needs none of the broadcaster's insides.
         .target(name: "PartyCastControlSeam"),
