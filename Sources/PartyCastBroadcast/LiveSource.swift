@@ -40,7 +40,7 @@ final class LiveSource: PCMSource {
 
     /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
     /// station) comes wrapped, to be read on a thread of its own.
-    static func open(_ source: PartySource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
+    static func open(_ source: ResolvedSource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
         let opened = try openAside(source.open, mayWait: source.isLive, wakeup: wakeup, stopping: stopping) { source throws(PartyCastError) in
             try source.prepare()
         }

@@ -238,7 +238,7 @@ extension Party {
     }
 
     /// A source decoded and converted to the broadcast's format, ready to encode.
-    private func openDecoded(_ item: PartySource) throws(PartyCastError) -> PCMSource {
+    private func openDecoded(_ item: ResolvedSource) throws(PartyCastError) -> PCMSource {
         let decoded = try LiveSource.open(item, wakeup: wakeup) { stopRequested.load(ordering: .acquiring) }
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
@@ -255,7 +255,7 @@ extension Party {
     }
 
     /// A source's own packets, which must match the broadcast's format: they are sent as they are.
-    private func openPackets(_ item: PartySource) throws(PartyCastError) -> PacketSource {
+    private func openPackets(_ item: ResolvedSource) throws(PartyCastError) -> PacketSource {
         guard let open = item.openPackets else { throw PartyItem.noPackets }
         let packets = try LiveSource.openAside(open, mayWait: item.isLive, wakeup: wakeup, stopping: { stopRequested.load(ordering: .acquiring) }) {
             source throws(PartyCastError) in try source.prepare()

@@ -42,7 +42,7 @@ public final class Party: PartyControl {
     let fanout: Fanout
     let logger: Logger
     private let libraryFiles: [String]
-    private let opener: @Sendable (String) throws(PartyCastError) -> PartySource
+    private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
     /// The monotonic clock; a test's own when it drives the pacer by hand.
     let now: @Sendable () -> UInt64
     public let sessionID: UInt64
@@ -61,13 +61,13 @@ public final class Party: PartyControl {
     ///   - sources: the songs to start with, in order.
     ///   - library: further files `add` accepts (from `--library`).
     ///   - opener: makes a source of a path `add` was given (after it was matched to the library).
-    public convenience init(sources: [PartySource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
-                            opener: @escaping @Sendable (String) throws(PartyCastError) -> PartySource) {
+    public convenience init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+                            opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource) {
         self.init(sources: sources, library: library, options: options, fanout: fanout, logger: logger, opener: opener, now: monotonicNanoseconds)
     }
 
-    init(sources: [PartySource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
-         opener: @escaping @Sendable (String) throws(PartyCastError) -> PartySource, now: @escaping @Sendable () -> UInt64) {
+    init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+         opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, now: @escaping @Sendable () -> UInt64) {
         self.options = options
         self.fanout = fanout
         self.logger = logger

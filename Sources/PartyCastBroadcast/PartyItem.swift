@@ -1,33 +1,10 @@
 import PartyCastControlSeam
 import PartyCastCore
 
-/// One song the party can play: a file or a generator, opened afresh each time it plays.
-public struct PartySource: Sendable {
-    public typealias Open = @Sendable () throws(PartyCastError) -> PCMSource
-    public typealias OpenPackets = @Sendable () throws(PartyCastError) -> PacketSource
-    /// What the broadcaster was given (a path, `tone:…`): what `add` matches against.
-    public var spec: String
-    /// Shown when the source has no title of its own.
-    public var label: String
-    /// A pipe or a station: played at its own pace, never opened just to look at it.
-    public var isLive: Bool
-    public var open: Open
-    /// Its own packets, for a codec that passes them through (`--codec mp3`); nil if it has none.
-    public var openPackets: OpenPackets?
-
-    public init(spec: String, label: String, isLive: Bool = false, open: @escaping Open, openPackets: OpenPackets? = nil) {
-        self.spec = spec
-        self.label = label
-        self.isLive = isLive
-        self.open = open
-        self.openPackets = openPackets
-    }
-}
-
 /// One item of the party's queue, probed once for what the remotes show.
 struct PartyItem {
     var id: Int
-    var source: PartySource
+    var source: ResolvedSource
     var tags = TrackTags()
     var durationFrames: Int?
     var sampleRate = 48000
@@ -47,7 +24,7 @@ struct PartyItem {
     /// Opens a source once for what the remotes show (title, duration, cover); one that cannot be
     /// opened stays in the queue, marked, and is skipped when its turn comes. `passingThrough`: it is
     /// opened for its packets, as it will play.
-    static func probe(_ source: PartySource, id: Int, passingThrough: Bool) -> PartyItem {
+    static func probe(_ source: ResolvedSource, id: Int, passingThrough: Bool) -> PartyItem {
         var item = PartyItem(id: id, source: source)
         // A live source is opened only to play: looking at it would eat its audio (or its one pipe).
         guard !source.isLive else { return item }

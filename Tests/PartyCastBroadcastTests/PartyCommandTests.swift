@@ -80,7 +80,7 @@ final class PartyCommandTests: XCTestCase {
         var options = BroadcastOptions(name: "test party")
         options.codec = WireCodecs.all.first { $0.name == "pcm" }!
         let sources = [0, 1_000_000].map { base in
-            PartySource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
+            ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
         }
         let clock = clock!
         party = Party(sources: sources, library: [], options: options, fanout: fanout, logger: logger,
