@@ -70,7 +70,7 @@ extension Party {
         let withdrawn = withdraw(from: cut)
         state.pending.insert(contentsOf: withdrawn.flatMap(\.samples), at: 0)
         state.timeline.pause(at: cut)
-        do throws(PartyCastError) { try sendSilence() } catch { throw PartyCommandError(.invalid, error.message) }
+        do throws(PartyCastError) { try sendSilence() } catch { throw PartyCommandError(.failed, error.message) }
         if options.codec.passesThrough, let heard = state.timeline.held.first, let index = state.queue.firstIndex(where: { $0.id == heard.item }) {
             // Packets cannot be cut like samples: the resume starts a fresh stream at the frame paused on.
             try replace(with: index, songFrame: heard.songFrame, cut: false)
@@ -198,7 +198,11 @@ extension Party {
         } catch {
             state.queue[index].failure = error
             logger.warning("cannot play \(state.queue[index].source.label): \(error.message)")
-            _ = try? openFirstPlayable(from: index + 1)
+            do throws(PartyCastError) {
+                _ = try openFirstPlayable(from: index + 1)
+            } catch {
+                logger.warning("nor the items after it: \(error.message)")
+            }
             throw PartyCommandError(.invalid, "\(state.queue[index].source.label): \(error.message)")
         }
         if state.timeline.paused {
@@ -218,7 +222,7 @@ extension Party {
                 try sendNextChunk()
             }
         } catch {
-            throw PartyCommandError(.invalid, error.message)
+            throw PartyCommandError(.failed, error.message)
         }
         fanout.flushChunks()
         return state.timeline.end

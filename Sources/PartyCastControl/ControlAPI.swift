@@ -44,6 +44,7 @@ struct APIError: Error {
         case .notFound: .notFound
         case .invalid: .badRequest
         case .ambiguous: .conflict
+        case .failed: .internalServerError
         }
         self.init(status, refusal.message)
     }

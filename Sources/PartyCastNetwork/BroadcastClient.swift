@@ -297,9 +297,14 @@ final class ClientHandler: ChannelInboundHandler {
             welcome.clockPort == 0 || welcome.clockPort > UInt16.max ? nil
                 : ClockRequester.Datagrams(host: host, port: Int(welcome.clockPort), token: welcome.clockToken, key: gate.clockKey)
         }
-        clockRequester = try? ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
-            guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
-            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        do throws(SystemCallError) {
+            clockRequester = try ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
+                guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
+                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+            }
+        } catch {
+            // Without exchanges the listener cannot place audio on the party's clock: say so once.
+            logger.error("clock sync cannot start (\(error)): this listener will not play in step with the party")
         }
     }
 
