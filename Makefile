@@ -5,12 +5,12 @@ APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-cli
 	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev faad flac vorbis-tools ffmpeg \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
 	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
-# Test drivers from PyPI: the web remote in headless Chromium, and the API against its OpenAPI file.
-PIP_PACKAGES := selenium==4.51.0 schemathesis==4.32.5
+# The tests' drivers from PyPI (scripts/test-requirements.txt, pinned) live in .venv.
+VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release deb test tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
+.PHONY: deps fixtures build release deb test check tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
@@ -19,6 +19,13 @@ deps:
 		echo "installing:" $$missing; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+
+# The tests' pinned PyPI packages, into .venv; again only when the list changes.
+$(VENV)/.installed: scripts/test-requirements.txt scripts/find-python.sh
+	rm -rf $(VENV)
+	"$$(scripts/find-python.sh)" -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/test-requirements.txt
+	touch $@
 
 $(FIXTURES)/.done: scripts/make-fixtures.sh | deps
 	scripts/make-fixtures.sh $(FIXTURES)
@@ -39,15 +46,22 @@ deb: deps
 	swift build -c release --product broadcaster
 	scripts/make-deb.sh .build/release .
 
-# The party-mode sync test times release builds: what users run, and free of debug-build jitter.
-test: deps fixtures
-	python3 -m pip install --quiet --disable-pip-version-check $(PIP_PACKAGES)
-	swift build
-	for product in listener broadcaster partycast-skew partycast-netem partycast-clock-sim; do swift build -c release --product $$product; done
-	set -o pipefail; PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build/release swift test 2>&1 \
-		| tee .build/test.log; status=$$?; \
-		echo "--- failures (from .build/test.log):"; grep -E ": error: |' failed \(" .build/test.log | tail -40 || echo "none"; \
-		exit $$status
+# Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
+# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Three test
+# classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
+TEST_BUILD := --scratch-path .build-test -c release -Xswiftc -enable-testing
+test: deps fixtures $(VENV)/.installed
+	swift build $(TEST_BUILD) --build-tests
+	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
+		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
+
+# The inner loop: the in-process tests on a debug build, without the classes that drive the programs
+# or third-party servers (those run in `make test`).
+END_TO_END := --skip '^(BroadcastTests|LANTests|PackagingTests|ListenerTests|SkewAnalyzerTests|HostileBroadcasterTests)\.' \
+	--skip '\.(IcecastTests|RemotePageBrowserTests|OpenAPIContractTests)/'
+check: deps fixtures $(VENV)/.installed
+	swift build --build-tests
+	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_VENV=$(CURDIR)/$(VENV) swift test --skip-build $(END_TO_END)
 
 # ThreadSanitizer over the in-process unit tests, in its own build directory; the tests that only
 # drive listener/broadcaster processes are skipped (the sanitizer watches this process alone).
@@ -57,7 +71,7 @@ test: deps fixtures
 tsan: deps fixtures
 	swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) swift test --sanitize=thread --scratch-path .build-tsan --skip-build \
-		--skip '^(BroadcastTests|LANTests|ListenerTests|SkewAnalyzerTests)\.' --skip 'PlayerTests.testALSAOutputDeliversTheStreamToTheDevice'
+		$(END_TO_END) --skip 'PlayerTests.testALSAOutputDeliversTheStreamToTheDevice'
 
 # A broadcaster and two listeners on this machine, sharing the tagged sample (see scripts/demo.sh).
 demo: release fixtures

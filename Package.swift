@@ -213,7 +213,7 @@ let package = Package(
             "PartyCastNetwork", "PartyCastClock", "PartyCastCodec", "PartyCastWire", "PartyCastCore", "PartyCastDecoder", "PartyCastSources", "PartyCastTestSupport",
         ]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
-            "PartyCastClock", "PartyCastClockExchange", "PartyCastCore", "PartyCastWire", "PartyCastSources",
+            "PartyCastClock", "PartyCastClockExchange", "PartyCastCore", "PartyCastWire", "PartyCastSources", "PartyCastTestSupport",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),

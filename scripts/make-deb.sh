@@ -2,7 +2,8 @@
 # Builds partycast-listener and partycast-broadcaster .debs for this machine's architecture from the
 # release binaries in BIN_DIR, into OUT_DIR: stripped programs, systemd units, /etc/default files,
 # Depends from dpkg-shlibdeps. `make deb` runs it; so does PackagingTests, into a scratch directory.
-# Usage: scripts/make-deb.sh BIN_DIR OUT_DIR  (DEB_VERSION overrides the version taken from git)
+# Usage: scripts/make-deb.sh BIN_DIR OUT_DIR  (DEB_VERSION overrides the version taken from git;
+# DPKG_DEB_OPTIONS adds options to dpkg-deb --build, such as its compression)
 set -euo pipefail
 shopt -s inherit_errexit
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR OUT_DIR" >&2; exit 2; }
@@ -132,7 +133,9 @@ Priority: optional
 Description: $description
 EOF
     (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | xargs -0 md5sum >DEBIAN/md5sums)
-    dpkg-deb --root-owner-group --build "$root" "$out/${package}_${version}_${arch}.deb" >/dev/null
+    # shellcheck disable=SC2086 # DPKG_DEB_OPTIONS is a list of options (the tests pass "-Zgzip -z1":
+    # xz takes minutes over the broadcaster's static Foundation).
+    dpkg-deb --root-owner-group ${DPKG_DEB_OPTIONS:-} --build "$root" "$out/${package}_${version}_${arch}.deb" >/dev/null
     echo "$out/${package}_${version}_${arch}.deb"
 }
 

@@ -56,11 +56,10 @@ final class ListenerFootprintTests: XCTestCase {
         let played = try startProcess(listener, ["play", try fixture("tone.flac"), "--output", "alsa:null", "--quiet"])
         defer { played.signal(SIGKILL); _ = played.wait(timeout: 10) }
         // Polls the process's own map until alsa-lib appears: the event, bounded by a deadline.
-        let deadline = Date().addingTimeInterval(30)
-        var playMaps = mapped(played.pid)
-        while !playMaps.contains("libasound"), Date() < deadline, played.isRunning {
-            Thread.sleep(forTimeInterval: 0.05)
+        var playMaps: Set<String> = []
+        waitUntil(timeout: 30, every: 0.05) {
             playMaps = mapped(played.pid)
+            return playMaps.contains("libasound") || !played.isRunning
         }
         XCTAssertTrue(playMaps.isSuperset(of: ["libFLAC", "libasound"]), "playing FLAC on ALSA maps \(playMaps.sorted()): \(played.stderr)")
         for library in ["libavahi-client", "libdbus-1", "libfaad", "libvorbisfile"] {
@@ -113,7 +112,7 @@ final class ListenerFootprintTests: XCTestCase {
         }
         let before = try XCTUnwrap(mainThreadWakeups())
         let window = 4.0
-        Thread.sleep(forTimeInterval: window)  // the window measured, not a wait for an event
+        letTimePass(window)
         let after = try XCTUnwrap(mainThreadWakeups())
         print("ListenerFootprintTests: main thread woke \(after - before) times in \(window) s")
         // One report a second, and as much again for anything else that wakes it.

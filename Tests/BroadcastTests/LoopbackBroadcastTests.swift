@@ -16,21 +16,13 @@ final class LoopbackBroadcastTests: XCTestCase {
         try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", output, "--quiet"] + extra)
     }
 
-    /// Waits (bounded) until the broadcaster accepts connections.
-    func waitForPort(_ port: Int) {
-        for _ in 0..<100 {
-            if let fd = connectToLoopback(port: port) { close(fd); return }
-            usleep(50_000)
-        }
-        XCTFail("broadcaster never listened on \(port)")
-    }
 
     /// Shares with `arguments` to two listeners that record to `recordings`1.wav and 2.wav, and
     /// waits for all three to end, each with status 0; returns the broadcaster's result.
     func shareToTwoRecordingListeners(_ arguments: [String], recordings: String) throws -> ProcessResult {
         let port = freePort()
         let server = try share(arguments, port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let listeners = try (1...2).map { try join(port: port, output: "wav:\(recordings)\($0).wav") }
         for (i, l) in listeners.enumerated() {
             let result = l.wait(timeout: 60)
@@ -69,7 +61,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         let directory = try temporaryDirectory()
         let port = freePort()
         let server = try share(["tone:1000:9", "--codec", "pcm", "--start-in", "1"], port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let good = try join(port: port, output: "wav:\(directory)/good.wav")
         func connection(_ send: [UInt8]) throws -> Int32 {
             let fd = try XCTUnwrap(connectToLoopback(port: port), "the broadcaster refused a connection")
@@ -81,9 +73,9 @@ final class LoopbackBroadcastTests: XCTestCase {
         let random = try connection((0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) })
         let silent = try connection([])
         for _ in 0..<200 { close(try connection([])) }
-        sleep(7)  // past the 5 s handshake timeout
+        // The broadcaster ends it after its 5 s handshake timeout: until then nothing arrives.
         var probe = pollfd(fd: silent, events: Int16(POLLIN), revents: 0)
-        XCTAssertEqual(poll(&probe, 1, 1000), 1, "the silent connection was closed")
+        XCTAssertEqual(poll(&probe, 1, 10_000), 1, "the silent connection was closed")
         var byte: UInt8 = 0
         XCTAssertEqual(read(silent, &byte, 1), 0, "closed by the broadcaster (EOF)")
         [huge, random, silent].forEach { close($0) }
@@ -108,7 +100,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         let port = freePort()
         // A second at 32 kbit/s: a few KB, all in the broadcaster's socket buffer while unread.
         let server = try share(["tone:440:1", "--bitrate", "32", "--start-in", "1", "--log-level", "debug"], port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         // The smallest receive window: most of the song waits on the broadcaster's side.
         let fd = try XCTUnwrap(connectToLoopback(port: port, receiveBufferBytes: 1))
         defer { close(fd) }
@@ -155,8 +147,8 @@ final class LoopbackBroadcastTests: XCTestCase {
         let port = freePort()
         let started = Date()
         let server = try share(["tone:500:8", "--start-in", "0"], port: port)
-        waitForPort(port)
-        sleep(3)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
+        letTimePass(3)
         let joinedAt = Date().timeIntervalSince(started)
         let late = try join(port: port, output: "wav:\(directory)/late.wav")
         XCTAssertEqual(late.wait(timeout: 30).status, 0)
@@ -175,15 +167,15 @@ final class LoopbackBroadcastTests: XCTestCase {
         let directory = try temporaryDirectory()
         let port = freePort()
         let first = try share(["tone:300:3", "--codec", "pcm", "--start-in", "1"], port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let listening = try join(port: port, output: "wav:\(directory)/both.wav", extra: [])
         XCTAssertEqual(first.wait(timeout: 30).status, 0)
         XCTAssertTrue(listening.isRunning, "the listener quit when its broadcaster ended")
         // Its start leaves room for the listener's reconnect backoff (0.25, 0.5, 1 s…).
         let second = try share(["tone:600:3", "--codec", "pcm", "--start-in", "3"], port: port)
         XCTAssertEqual(second.wait(timeout: 30).status, 0)
-        sleep(1)
-        XCTAssertTrue(listening.isRunning)
+        letTimePass(1)
+        XCTAssertTrue(listening.isRunning, "the listener quit after its second broadcaster ended")
         listening.signal(SIGTERM)
         let result = listening.wait(timeout: 10)
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -206,7 +198,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         let port = freePort()
         let picture = try fixture("image.mp3")
         let server = try share(["tone:440:1", "\(directory)/missing.mp3", picture, "tone:880:1", "--codec", "pcm", "--start-in", "1"], port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let played = try join(port: port, output: "wav:\(directory)/rest.wav").wait(timeout: 60)
         let served = server.wait(timeout: 30)
         XCTAssertEqual(played.status, 0, played.stderr)
@@ -236,7 +228,7 @@ final class LoopbackBroadcastTests: XCTestCase {
         let directory = try temporaryDirectory()
         let port = freePort()
         let server = try share(["tone:1000:6", "--codec", "pcm", "--start-in", "1"], port: port)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         // 2 s of 48 kHz stereo float: mid-stream, with about a second of it not yet played.
         let relay = try CuttingRelay(to: port, cutAfter: 2 * 48000 * 8)
         defer { relay.stop() }

@@ -38,7 +38,7 @@ extension LoopbackBroadcastTests {
         let (port, controlPort) = (freePort(), freePort())
         let server = try share([song, "--codec", "mp3", "--control-port", "\(controlPort)", "--start-in", "2"], port: port)
         defer { server.signal(SIGKILL) }
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let player = try join(port: port, output: "wav:\(directory)/heard.wav")
         defer { player.signal(SIGKILL) }
         XCTAssertTrue(server.waitForStderr("joined", timeout: 20), server.stderr)
@@ -47,11 +47,11 @@ extension LoopbackBroadcastTests {
             XCTAssertEqual(result?.status, 0, "ctl \(arguments): \(result?.stderr ?? "did not run")")
         }
         // Times of a user's hands on the remote, not waits for events.
-        Thread.sleep(forTimeInterval: 4)
+        letTimePass(4)
         ctl("pause")
-        Thread.sleep(forTimeInterval: 0.5)
+        letTimePass(0.5)
         ctl("resume")
-        Thread.sleep(forTimeInterval: 1)
+        letTimePass(1)
         ctl("seek", "8.5")
         XCTAssertEqual(player.wait(timeout: 40).status, 0, player.stderr)
         let served = server.wait(timeout: 10)

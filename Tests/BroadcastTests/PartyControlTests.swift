@@ -79,10 +79,8 @@ final class PartyControlTests: XCTestCase {
                 lines.contains { $0.contains("] \(name) (") && !$0.contains("buffer –") && $0.contains("clock ±") }
             }
         }
-        let deadline = Date().addingTimeInterval(30)
-        while try !ready() {
-            guard Date() < deadline else { return XCTFail("the listeners never all played: \(try ctl(["status"]).stdout)") }
-            try await Task.sleep(for: .milliseconds(200))
+        guard try waitUntil(timeout: 30, every: 0.2, ready) else {
+            return XCTFail("the listeners never all played: \(try ctl(["status"]).stdout)")
         }
         // Loopback is a quiet link: each listener's own bound on its clock is tight.
         let status = try ctl(["status"]).stdout
@@ -127,7 +125,7 @@ final class PartyControlTests: XCTestCase {
             XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200, "\(step.arguments): \(String(decoding: data, as: UTF8.self))")
             sent.append(at)
             // Spaced so that each change is over before the next begins.
-            try await Task.sleep(for: .milliseconds(1200))
+            try await letTimePass(1.2)
         }
         server.signal(SIGINT)
         for l in listeners {
@@ -226,9 +224,9 @@ final class PartyControlTests: XCTestCase {
         let url = "http://127.0.0.1:\(controlPort)"
         // A short pause (bridged with silence in the ring) and a long one (a new timeline).
         for (playFor, pauseFor) in [(4.0, 0.6), (1.5, 1.8)] {
-            Thread.sleep(forTimeInterval: playFor)
+            letTimePass(playFor)
             XCTAssertEqual(try runProcess(broadcaster, ["ctl", "--url", url, "pause"]).status, 0)
-            Thread.sleep(forTimeInterval: pauseFor)
+            letTimePass(pauseFor)
             XCTAssertEqual(try runProcess(broadcaster, ["ctl", "--url", url, "resume"]).status, 0)
         }
         XCTAssertEqual(player.wait(timeout: 40).status, 0, player.stderr)

@@ -43,7 +43,7 @@ final class PartySyncTests: XCTestCase {
                                         "--simulate-clock=\(clock)", "--once", "--quiet"])
         }
         let early = try [("steady", "0,0"), ("slow", "-3,-120"), ("fast", "7.5,150")].map { try join($0.0, clock: $0.1) }
-        sleep(9)
+        letTimePass(9)  // the late joiner arrives 9 s in
         let late = try join("late", clock: "1,50")
         for process in early + [late] {
             let result = process.wait(timeout: 60)

@@ -34,13 +34,6 @@ final class PrivatePartyLoopbackTests: XCTestCase {
                   + (key.map { ["--key", $0] } ?? []))
     }
 
-    func waitForPort(_ port: Int) {
-        for _ in 0..<100 {
-            if let fd = connectToLoopback(port: port) { close(fd); return }
-            usleep(50_000)
-        }
-        XCTFail("nothing listened on \(port)")
-    }
 
     func testTheRightKeyPlaysAndAWrongKeyIsRefusedBeforeAnyAudio() throws {
         let directory = try temporaryDirectory()
@@ -73,7 +66,7 @@ final class PrivatePartyLoopbackTests: XCTestCase {
         let directory = try temporaryDirectory()
         let port = freePort()
         let server = try share(port: port, key: secret, seconds: 5)
-        waitForPort(port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
         let relay = try CuttingRelay(to: port, flipAt: 2 * 48000 * 8)
         defer { relay.stop() }
         let played = try join(port: relay.port, key: secret, output: "\(directory)/tampered.wav").wait(timeout: 60)
@@ -95,7 +88,7 @@ final class PrivatePartyLoopbackTests: XCTestCase {
         for (name, key) in [("public", nil), ("private", secret)] as [(String, String?)] {
             let port = freePort(), relayPort = freePort()
             let server = try share(port: port, key: key, seconds: 3)
-            waitForPort(port)
+            XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
             let capturePath = "\(directory)/\(name).capture"
             let capture = try start(relay, ["capture", "\(relayPort)", "127.0.0.1:\(port)", capturePath, "1", "--timeout", "60"])
             XCTAssertTrue(capture.waitForStderr("listening on \(relayPort)", timeout: 10), capture.stderr)

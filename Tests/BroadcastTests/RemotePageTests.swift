@@ -27,7 +27,7 @@ final class RemotePageTests: XCTestCase {
 
         let screenshot = ProcessInfo.processInfo.environment["PARTYCAST_SCREENSHOT"] ?? "\(directory)/remote.png"
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Browser/remote_test.py").standardized.path
-        let driven = try runProcess("python3", [script], timeout: 240, environment: [
+        let driven = try runProcess(testDriver("python"), [script], timeout: 240, environment: [
             "PARTYCAST_REMOTE_URL": "http://127.0.0.1:\(controlPort)/", "PARTYCAST_SCREENSHOT": screenshot,
             "PARTYCAST_EXPECT_LISTENERS": "3", "PARTYCAST_EXPECT_TITLE": "Fixture Title", "PARTYCAST_RESUME": "1",
         ])
@@ -47,7 +47,7 @@ final class RemotePageTests: XCTestCase {
         let status = try runProcess("\(bin)/broadcaster", ["ctl", "--url", "http://127.0.0.1:\(controlPort)", "status"]).stdout
         guard let slid = names.first(where: { status.contains("[\(moved.1)] \($0) (") }) else { return XCTFail("no listener \(moved.1) in \(status)") }
         // Let a second of the resumed party play, then end it.
-        Thread.sleep(forTimeInterval: 1.5)
+        letTimePass(1.5)
         server.signal(SIGINT)
         XCTAssertEqual(server.wait(timeout: 10).status, 0)
         for l in listeners { l.signal(SIGINT); _ = l.wait(timeout: 10) }

@@ -245,7 +245,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(snapshots.map(\.revision), [1, 2, 3])
         XCTAssertEqual(snapshots.map(\.paused), [false, true, true])
         XCTAssertEqual(snapshots.last?.volume, 12)
-        try await waitUntil { self.party.watcherCount == 0 }
+        XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 0 })
     }
 
     func testAPrivatePartysWebSocketWantsTheKeyFirst() async throws {
@@ -338,13 +338,13 @@ final class ControlServerTests: XCTestCase {
             }
             closed.fulfill()
         }
-        try await waitUntil { self.party.watcherCount == 1 }
+        XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 1 })
         let started = Date()
         server.shutdown()
         XCTAssertLessThan(Date().timeIntervalSince(started), 3.5)
         await fulfillment(of: [closed], timeout: 5)
         _ = try await client.value
-        try await waitUntil { self.party.watcherCount == 0 }
+        XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 0 })
         server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)  // for tearDown
     }
 
@@ -383,10 +383,6 @@ final class ControlServerTests: XCTestCase {
         return (await collected.messages, close)
     }
 
-    private func waitUntil(_ condition: @escaping () -> Bool) async throws {
-        for _ in 0..<200 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
-        XCTAssertTrue(condition())
-    }
 }
 
 /// A client of one server: Sendable, for the closures that run beside a WebSocket.

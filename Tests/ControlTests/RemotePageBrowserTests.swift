@@ -41,7 +41,7 @@ final class RemotePageBrowserTests: XCTestCase {
             variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
             variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
         }
-        let result = try runProcess("python3", [Self.script], timeout: 180, environment: variables)
+        let result = try runProcess(testDriver("python"), [Self.script], timeout: 180, environment: variables)
         XCTAssertEqual(result.status, 0, "\(result.stdout)\n\(result.stderr)")
         let png = FileManager.default.contents(atPath: screenshot) ?? Data()
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "a PNG at \(screenshot)")

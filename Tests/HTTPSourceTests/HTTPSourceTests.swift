@@ -156,11 +156,10 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertFalse(try source.read(maxBytes: 1).isEmpty)
         let counter = URL(string: "http://127.0.0.1:\(server.port)/flooded")!
         var readings: [Int] = []
-        let levelled = try eventually(timeout: 15) {
+        // Read every 0.2 s: levelled when three readings agree.
+        let levelled = try waitUntil(timeout: 15, every: 0.2) {
             readings.append(Int(try String(contentsOf: counter, encoding: .utf8)) ?? -1)
-            if readings.count >= 3, readings.suffix(3).allSatisfy({ $0 == readings.last }) { return true }
-            usleep(200_000)  // the pace of the readings; the condition is the level
-            return false
+            return readings.count >= 3 && readings.suffix(3).allSatisfy { $0 == readings.last }
         }
         print("flood: the server sent \(readings.last ?? -1) bytes and stopped")
         XCTAssertTrue(levelled, "the server kept sending: \(readings)")

@@ -26,7 +26,7 @@ final class IcecastTests: XCTestCase {
         let url = station.url
         // The mount exists once ezstream has connected: until then icecast answers 404.
         var source: HTTPByteSource?
-        XCTAssertTrue(eventually(timeout: 10) {
+        XCTAssertTrue(waitUntil(timeout: 10, every: 0.05) {
             source = try? HTTPByteSource(url: url)
             return source != nil
         }, "the mount never came up: \(ezstream.stderr)")

@@ -43,11 +43,3 @@ func listener(_ arguments: [String], timeout: TimeInterval = 30) throws -> (resu
     return (result, Date().timeIntervalSince(started))
 }
 
-/// Calls `body` until it returns true or `timeout` passes (each call blocks on real events).
-func eventually(timeout: TimeInterval, _ body: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try body() { return true }
-    }
-    return false
-}

@@ -182,12 +182,9 @@ struct ListenerRun {
             "-f", "maxrss_kb=%M", productPath("listener"), "join", "--host", "127.0.0.1:\(fake.port)",
             "--once", "--quiet", "--output", output,
         ] + extra, environment: ["SWIFT_BACKTRACE": "enable=no"])
+        // Until it ends, or 25 s after the fake's last byte (at most 90 s): then it is killed.
         let started = monotonicNow()
-        while process.isRunning {
-            let now = monotonicNow()
-            if now > (fake.lastSentAt ?? started) + 25_000_000_000 || now > started + 90_000_000_000 { break }
-            usleep(20_000)
-        }
+        waitUntil(timeout: 90, every: 0.02) { !process.isRunning || monotonicNow() > (fake.lastSentAt ?? started) + 25_000_000_000 }
         let result = process.wait(timeout: 0)
         let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
         let timeLines = lines.filter { $0.hasPrefix("maxrss_kb=") || $0.hasPrefix("Command ") }

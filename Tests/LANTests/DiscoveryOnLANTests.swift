@@ -39,7 +39,7 @@ final class DiscoveryOnLANTests: XCTestCase {
         XCTAssertTrue(first.waitForLine("established\tTest Party", timeout: 15), first.transcript)
 
         // (a) Debian's avahi-browse on host2: "=;eth0;IPv4;Test\032Party;_partycast._tcp;local;host;address;port;txt".
-        let record = try XCTUnwrap(eventually(timeout: 20) { () throws -> [String]? in
+        let record = try XCTUnwrap(eventually(timeout: 20, every: 0.3) { () throws -> [String]? in
             try self.avahiBrowse(on: 2).first { $0[3] == "Test Party" }
         }, "avahi-browse on \(host(2)) never resolved Test Party")
         XCTAssertEqual(record[6], "\(host(1)).local")
@@ -49,7 +49,7 @@ final class DiscoveryOnLANTests: XCTestCase {
 
         // (b) Our browser on host3 sees the same.
         let expectedFirst = "Test Party\t\(host(1)).local\t10.77.0.11\t7360\tcodec=opus,id=abc,proto=1"
-        let found = try XCTUnwrap(eventually(timeout: 20) { try self.browse(on: 3).nonEmpty })
+        let found = try XCTUnwrap(eventually(timeout: 20, every: 0.3) { try self.browse(on: 3).nonEmpty })
         XCTAssertEqual(found, [expectedFirst])
 
         // (c) Same name on host2: renamed by avahi's rule, and both visible.
@@ -57,12 +57,12 @@ final class DiscoveryOnLANTests: XCTestCase {
         XCTAssertTrue(twin.waitForLine("established\tTest Party #2", timeout: 20), twin.transcript)
         XCTAssertEqual(twin.lines, ["renamed\tTest Party #2", "established\tTest Party #2"])
         let expectedTwin = "Test Party #2\t\(host(2)).local\t10.77.0.12\t7361\tcodec=opus,id=def,proto=1"
-        let both = try eventually(timeout: 20) { () throws -> [String]? in
+        let both = try eventually(timeout: 20, every: 0.3) { () throws -> [String]? in
             let lines = try self.browse(on: 3)
             return lines.count == 2 ? lines : nil
         }
         XCTAssertEqual(both, [expectedFirst, expectedTwin])
-        let names = try eventually(timeout: 20) { () throws -> Set<String>? in
+        let names = try eventually(timeout: 20, every: 0.3) { () throws -> Set<String>? in
             let names = Set(try self.avahiBrowse(on: 3).map { $0[3] })
             return names.count == 2 ? names : nil
         }
@@ -91,14 +91,14 @@ final class DiscoveryOnLANTests: XCTestCase {
         XCTAssertNotEqual(browse.status, 0, browse.stdout)
         XCTAssertTrue(browse.stderr.contains("avahi-daemon is not running: start it, or give the broadcaster's address (--host to join it"), browse.stderr)
 
-        Thread.sleep(forTimeInterval: 2)  // a while without the daemon: still one warning, still there
+        letTimePass(2)  // a while without the daemon: still one warning, still there
         XCTAssertTrue(publisher.isRunning, publisher.transcript)
         XCTAssertEqual(publisher.lines.count(where: { $0.hasPrefix("daemonUnavailable\t") }), 1, publisher.transcript)
 
         let start = try runProcess(Self.lan, ["start-avahi", host(1)], timeout: 30, environment: Self.environment)
         XCTAssertEqual(start.status, 0, start.stderr)
         XCTAssertTrue(publisher.waitForLine("established\tTest Party", count: 2, timeout: 20), publisher.transcript)
-        let found = try eventually(timeout: 20) { try self.browse(on: 2).nonEmpty }
+        let found = try eventually(timeout: 20, every: 0.3) { try self.browse(on: 2).nonEmpty }
         XCTAssertEqual(found, ["Test Party\t\(host(1)).local\t10.77.0.11\t7360\tcodec=opus,id=abc,proto=1"])
         XCTAssertEqual(publisher.lines.count(where: { $0.hasPrefix("daemonUnavailable\t") }), 1, publisher.transcript)
 
@@ -151,15 +151,6 @@ final class DiscoveryOnLANTests: XCTestCase {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Tries `body` until it gives a value or `timeout` passes (every try is itself bounded).
-    func eventually<T>(timeout: TimeInterval, _ body: () throws -> T?) rethrows -> T? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let value = try body() { return value }
-            if Date() > deadline { return nil }
-            Thread.sleep(forTimeInterval: 0.3)
-        }
-    }
 }
 
 extension Array {
@@ -205,20 +196,15 @@ fileprivate final class LiveProcess {
 
     /// Waits until `line` (or a line starting with it) has been printed `count` times.
     func waitForLine(_ line: String, prefix: Bool = false, count: Int = 1, timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        repeat {
-            if lines.count(where: { prefix ? $0.hasPrefix(line) : $0 == line }) >= count { return true }
-            if !process.isRunning { break }
-            Thread.sleep(forTimeInterval: 0.05)
-        } while Date() < deadline
-        return lines.count(where: { prefix ? $0.hasPrefix(line) : $0 == line }) >= count
+        let printed = { self.lines.count(where: { prefix ? $0.hasPrefix(line) : $0 == line }) >= count }
+        waitUntil(timeout: timeout, every: 0.05) { !process.isRunning || printed() }
+        return printed()
     }
 
     /// SIGTERM (to this process only), then SIGKILL if it outlives `timeout`.
     func stop(timeout: TimeInterval) -> (status: Int32?, lines: [String]) {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        waitUntil(timeout: timeout, every: 0.02) { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

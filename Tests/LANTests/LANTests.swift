@@ -6,23 +6,22 @@ import XCTest
 /// End to end on a LAN of network namespaces (scripts/lan/lan.sh): each host has its own dbus
 /// and avahi-daemon, so discovery is real mDNS between hosts and never touches the root namespace.
 final class LANTests: XCTestCase {
-    let lan = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/lan/lan.sh").standardized.path
+    static let harness = LANHarness(prefix: "pclan", state: "pc-lan-tests")
     let broadcaster = productPath("broadcaster")
     let listener = productPath("listener")
-    let state = NSTemporaryDirectory() + "pc-lan-test"
 
     override func setUpWithError() throws {
-        let up = try runProcess(lan, ["up", "4"], timeout: 60, environment: ["PC_LAN_STATE": state])
-        XCTAssertEqual(up.status, 0, "LAN harness: \(up.stderr)")
-        guard up.status == 0 else { throw XCTSkip("network namespaces unavailable: \(up.stderr)") }
+        try Self.harness.up(hosts: 4, tools: [broadcaster, listener], timeout: 60)
     }
 
     override func tearDownWithError() throws {
-        try runProcess(lan, ["down"], timeout: 60, environment: ["PC_LAN_STATE": state])
+        try Self.harness.down()
     }
 
+    func host(_ i: Int) -> String { "pclan-host\(i)" }
+
     func on(_ host: String, _ command: [String]) throws -> BackgroundProcess {
-        try startProcess(lan, ["exec", host] + command, environment: ["PC_LAN_STATE": state])
+        try startProcess(LANHarness.script, ["exec", host] + command, environment: Self.harness.environment)
     }
 
     /// One broadcaster and three listeners that find it by name over mDNS, all joined before the
@@ -32,10 +31,10 @@ final class LANTests: XCTestCase {
     func testThreeListenersJoinByNameOverMDNS() throws {
         let directory = try temporaryDirectory()
         let mp3 = try fixture("cbr.mp3")
-        let server = try on("pc-host1", [broadcaster, "share", mp3, "--name", "LAN Party", "--start-in", "8"])
+        let server = try on(host(1), [broadcaster, "share", mp3, "--name", "LAN Party", "--start-in", "8"])
         var browsed = ""
         for _ in 0..<20 where !browsed.contains("=;") {
-            browsed = try on("pc-host2", ["avahi-browse", "-rtp", "_partycast._tcp"]).wait(timeout: 15).stdout
+            browsed = try on(host(2), ["avahi-browse", "-rtp", "_partycast._tcp"]).wait(timeout: 15).stdout
         }
         let resolved = browsed.split(separator: "\n").first { $0.hasPrefix("=;") && $0.contains("LAN\\032Party;") }
         XCTAssertNotNil(resolved, browsed)
@@ -43,9 +42,9 @@ final class LANTests: XCTestCase {
         for record in ["\"proto=\(partyCastProtocolVersion)\"", "\"codec=opus\"", "\"id=", "\"control=7361\""] { XCTAssertTrue(resolved?.contains(record) == true, "\(record) in \(browsed)") }
 
         let listeners = try (2...4).map { i in
-            try on("pc-host\(i)", [listener, "join", "LAN Party", "--listener-name", "room\(i)", "--output", "wav:\(directory)/room\(i).wav", "--once", "--quiet"])
+            try on(host(i), [listener, "join", "LAN Party", "--listener-name", "room\(i)", "--output", "wav:\(directory)/room\(i).wav", "--once", "--quiet"])
         }
-        let twin = try on("pc-host2", [broadcaster, "share", "tone:440:3", "--name", "LAN Party", "--start-in", "1"])
+        let twin = try on(host(2), [broadcaster, "share", "tone:440:3", "--name", "LAN Party", "--start-in", "1"])
         // The party's remote control, found by name over mDNS (TXT control=PORT) from another host,
         // sees every listener once they have joined.
         func everyoneListed(_ result: ProcessResult?) -> Bool {
@@ -54,7 +53,7 @@ final class LANTests: XCTestCase {
         var status: ProcessResult?
         let deadline = Date().addingTimeInterval(40)
         while Date() < deadline && !everyoneListed(status) {
-            status = try on("pc-host3", [broadcaster, "ctl", "LAN Party", "status"]).wait(timeout: 20)
+            status = try on(host(3), [broadcaster, "ctl", "LAN Party", "status"]).wait(timeout: 20)
         }
         let controlled = try XCTUnwrap(status)
         XCTAssertEqual(controlled.status, 0, controlled.stderr)
@@ -84,10 +83,10 @@ final class LANTests: XCTestCase {
     /// avahi-daemon gone: the broadcaster warns once and goes on serving by address.
     func testBroadcasterServesWithoutAvahi() throws {
         let directory = try temporaryDirectory()
-        _ = try runProcess(lan, ["kill-avahi", "pc-host1"], timeout: 20, environment: ["PC_LAN_STATE": state])
-        let server = try on("pc-host1", [broadcaster, "share", "tone:440:3", "--codec", "pcm", "--start-in", "2"])
+        _ = try Self.harness.run(["kill-avahi", host(1)], timeout: 20)
+        let server = try on(host(1), [broadcaster, "share", "tone:440:3", "--codec", "pcm", "--start-in", "2"])
         XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
-        let joined = try on("pc-host2", [listener, "join", "--host", "10.77.0.11", "--output", "wav:\(directory)/byaddress.wav", "--once", "--quiet"])
+        let joined = try on(host(2), [listener, "join", "--host", "10.77.0.11", "--output", "wav:\(directory)/byaddress.wav", "--once", "--quiet"])
         let result = joined.wait(timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         let served = server.wait(timeout: 30)

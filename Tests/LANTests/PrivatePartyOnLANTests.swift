@@ -240,15 +240,6 @@ final class PrivatePartyOnLANTests: XCTestCase {
         FileManager.default.fileExists(atPath: path) ? try readAudio(path).frames : 0
     }
 
-    /// Tries `body` until it gives a value or `timeout` passes (every try is itself bounded).
-    func eventually<T>(timeout: TimeInterval, _ body: () -> T?) -> T? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let value = body() { return value }
-            if Date() > deadline { return nil }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
-    }
 }
 
 /// The complete lines of a capture file being written.

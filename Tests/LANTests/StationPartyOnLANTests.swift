@@ -93,13 +93,11 @@ final class StationPartyOnLANTests: XCTestCase {
 
         /// The first `count` track starts after `since`, waiting for them as long as they take to come.
         func changes(after since: Double, count: Int) throws -> [IcecastStation.Change] {
-            let deadline = Date().addingTimeInterval(Double(count + 1) * Double(Self.trackSeconds) + 5)
             var found: [IcecastStation.Change] = []
-            repeat {
+            if waitUntil(timeout: Double(count + 1) * Double(Self.trackSeconds) + 5, every: 0.05, {
                 found = station.changes().filter { $0.at > since }
-                if found.count >= count { return Array(found.prefix(count)) }
-                usleep(50_000)
-            } while Date() < deadline
+                return found.count >= count
+            }) { return Array(found.prefix(count)) }
             XCTFail("only \(found.count) of \(count) title changes after \(since): \(station.changes())")
             throw CocoaError(.executableLoad)
         }

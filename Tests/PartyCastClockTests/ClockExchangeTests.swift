@@ -8,6 +8,7 @@ import Logging
 import PartyCastCore
 import PartyCastSources
 import PartyCastWire
+import PartyCastTestSupport
 import XCTest
 
 /// The UDP clock channel against a real responder on loopback: what it answers, what it ignores
@@ -172,8 +173,7 @@ final class ClockExchangeTests: XCTestCase {
         let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: responder.port, token: responder.admit(key: nil), key: nil),
                                            sync: sync, logger: Logger(label: "test")) { _ in tcpRequests.withLockedValue { $0 += 1 } }
         defer { requester.stop() }
-        let deadline = monotonicNanoseconds() + 10_000_000_000
-        while responder.answeredDatagrams < 40, monotonicNanoseconds() < deadline { usleep(10_000) }
+        waitUntil(timeout: 10) { responder.answeredDatagrams >= 40 }
         XCTAssertGreaterThanOrEqual(responder.answeredDatagrams, 40)
         let mapping = try XCTUnwrap(sync.mapping)
         let local = clock.now(), truth = Int64(bitPattern: monotonicNanoseconds())
@@ -242,8 +242,7 @@ final class ClockExchangeTests: XCTestCase {
             if case .clockRequest(let request)? = envelope.body { tcpRequests.withLockedValue { $0.append(request) } }
         }
         defer { requester.stop() }
-        let deadline = monotonicNanoseconds() + 10_000_000_000
-        while tcpRequests.withLockedValue({ $0.isEmpty }), monotonicNanoseconds() < deadline { usleep(10_000) }
+        waitUntil(timeout: 10) { !tcpRequests.withLockedValue { $0.isEmpty } }
         let first = try XCTUnwrap(tcpRequests.withLockedValue { $0.first }, "a request went over TCP")
         var buffer = [UInt8](repeating: 0, count: 512)
         var udpRequests = 0

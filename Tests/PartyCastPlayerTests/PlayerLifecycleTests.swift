@@ -2,6 +2,7 @@ import PartyCastCore
 import PartyCastOutput
 import PartyCastPlayer
 import PartyCastSources
+import PartyCastTestSupport
 import Synchronization
 import XCTest
 
@@ -81,10 +82,10 @@ final class PlayerLifecycleTests: XCTestCase {
         let player = Player(output: output) { () throws(PartyCastError) -> PCMSource in try ToneGenerator(spec: "440") }
         let reason = Outcome()
         let runner = DedicatedThread { reason.set(player.run()) }
-        XCTAssertTrue(waitUntil(seconds: 10) { player.status.bufferFill >= 1 }, "the ring never filled")
+        XCTAssertTrue(waitUntil(timeout: 10, every: 0.001) { player.status.bufferFill >= 1 }, "the ring never filled")
         player.seek(bySeconds: 1)
         player.stop()
-        XCTAssertTrue(waitUntil(seconds: 10) { reason.value != nil }, "run() did not return after stop()")
+        XCTAssertTrue(waitUntil(timeout: 10, every: 0.001) { reason.value != nil }, "run() did not return after stop()")
         runner.join()
         XCTAssertEqual(reason.value, .user)
         XCTAssertEqual(output.liveThreads.load(ordering: .acquiring), 0)
@@ -97,13 +98,4 @@ final class PlayerLifecycleTests: XCTestCase {
         func set(_ value: StopReason) { reason.withLock { $0 = value } }
     }
 
-    /// Polls `condition` every millisecond until it holds (true) or `seconds` pass (false).
-    func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
-        while !condition() {
-            if monotonicNanoseconds() > deadline { return false }
-            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
-        }
-        return true
-    }
 }

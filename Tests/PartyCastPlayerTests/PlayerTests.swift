@@ -54,20 +54,21 @@ final class PlayerTests: XCTestCase {
         player.observe(log.record)
         let positions = Mutex<[Double]>([])
         let script = Thread {
-            func waitFor(_ state: PlayerState) { while player.status.state != state { usleep(5_000) } }
+            func waitFor(_ state: PlayerState) { waitUntil(timeout: 10, every: 0.005) { player.status.state == state } }
             waitFor(.playing)
-            usleep(500_000)
+            waitUntil(timeout: 10, every: 0.005) { player.status.positionSeconds >= 0.5 }
             player.togglePause()
             waitFor(.paused)
-            usleep(100_000)
+            letTimePass(0.1)
             let paused = player.status.positionSeconds
-            usleep(400_000)
+            letTimePass(0.4)  // paused this long, the position must not move
             positions.withLock { $0 += [paused, player.status.positionSeconds] }
             player.togglePause()
             waitFor(.playing)
             player.seek(bySeconds: 10)
-            while player.status.positionSeconds < 10 { usleep(5_000) }
-            usleep(300_000)
+            waitUntil(timeout: 10, every: 0.005) { player.status.positionSeconds >= 10 }
+            let landed = player.status.positionSeconds
+            waitUntil(timeout: 10, every: 0.005) { player.status.positionSeconds >= landed + 0.3 }
             positions.withLock { $0.append(player.status.positionSeconds) }
             player.stop()
         }
@@ -152,7 +153,7 @@ final class PlayerTests: XCTestCase {
             func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
                 produced += 1
                 // 1024 frames a call: after ~1 s of audio, stall for 1.5 s, longer than the ring holds.
-                if produced == 48 { usleep(1_500_000) }
+                if produced == 48 { letTimePass(1.5) }
                 return try tone.produce(into: &buffer)
             }
         }

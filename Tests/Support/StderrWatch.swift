@@ -48,12 +48,12 @@ public final class StderrWatch: @unchecked Sendable {
     /// The first line of `name` containing `text` seen at or after `since` (wall clock), waiting
     /// up to `timeout` for it.
     public func wait(for text: String, in name: String, since: Double = 0, timeout: TimeInterval) -> Line? {
-        let deadline = Date().addingTimeInterval(timeout)
-        repeat {
-            if let line = lines(name).first(where: { $0.wallClock >= since && $0.text.contains(text) }) { return line }
-            usleep(10_000)
-        } while Date() < deadline
-        return nil
+        var found: Line?
+        waitUntil(timeout: timeout) {
+            found = lines(name).first { $0.wallClock >= since && $0.text.contains(text) }
+            return found != nil
+        }
+        return found
     }
 
     public func stop() {

@@ -33,6 +33,8 @@ public struct ProcessResult {
 public final class BackgroundProcess {
     public let process = Process()
     private let base = NSTemporaryDirectory() + "partycast-run-" + UUID().uuidString
+    /// Left when the process has exited (Foundation reaps it and calls the termination handler).
+    private let running = DispatchGroup()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]?) throws {
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
@@ -43,7 +45,9 @@ public final class BackgroundProcess {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".out"))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".err"))
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        running.enter()
+        process.terminationHandler = { [running] _ in running.leave() }
+        do { try process.run() } catch { running.leave(); throw error }
     }
 
     public var pid: Int32 { process.processIdentifier }
@@ -54,13 +58,8 @@ public final class BackgroundProcess {
 
     /// Waits until its stderr contains `text`; false if it exits or `timeout` passes first.
     public func waitForStderr(_ text: String, timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if stderr.contains(text) { return true }
-            if !process.isRunning { return stderr.contains(text) }
-            usleep(20_000)
-        }
-        return false
+        waitUntil(timeout: timeout, every: 0.02) { !process.isRunning || stderr.contains(text) }
+        return stderr.contains(text)
     }
 
     /// Sends a signal to this process only (by its PID).
@@ -69,16 +68,10 @@ public final class BackgroundProcess {
     /// Waits for it to exit, killing it and its children (SIGKILL, by PID) if it outlives `timeout`:
     /// a wrapper such as /usr/bin/time would otherwise leave the command it runs behind.
     public func wait(timeout: TimeInterval) -> ProcessResult {
-        let deadline = Date().addingTimeInterval(timeout)
-        var timedOut = false
-        while process.isRunning {
-            if Date() > deadline {
-                for child in childProcesses(of: pid) { kill(child, SIGKILL) }
-                kill(pid, SIGKILL)
-                timedOut = true
-                break
-            }
-            usleep(10_000)
+        let timedOut = running.wait(timeout: .now() + timeout) == .timedOut
+        if timedOut {
+            for child in childProcesses(of: pid) { kill(child, SIGKILL) }
+            kill(pid, SIGKILL)
         }
         process.waitUntilExit()
         defer { try? FileManager.default.removeItem(atPath: base + ".out"); try? FileManager.default.removeItem(atPath: base + ".err") }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every test class of a built XCTest bundle, TEST_JOBS classes at a time (default 3), each in a
+# process of its own, the slowest first; then prints each failure and exits non-zero if any class failed.
+# Most of the suite's time is real-time audio played by the programs (a 36 s song takes 36 s on any
+# machine), so three lanes share two cores well; a class keeps its tests in one process, in order,
+# so their shared set-up (a LAN, a package build) happens once.
+# Usage: scripts/run-tests.sh BUNDLE LOG_DIR [CLASS ...]   (TEST_JOBS=1 runs them one after another)
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 BUNDLE LOG_DIR [CLASS ...]" >&2; exit 2; }
+bundle=$1 logs=$2
+shift 2
+jobs=${TEST_JOBS:-3}
+mkdir -p "$logs"
+rm -f "$logs"/*.log "$logs"/*.status
+
+# The classes that take longest here (tens of seconds each, measured on two cores), in that order:
+# started first, they do not end up alone at the tail of the run.
+slowest=(
+    BadLinkSyncTests LoopbackBroadcastTests PartyControlTests PartySyncTests DebianPackageTests
+    PrivatePartyOnLANTests LANTests StationPartyOnLANTests PrivatePartyLoopbackTests HostileBroadcasterTests
+    HTTPSourceTests OpenAPIContractTests SkewAnalyzerTests IcecastTests PipeSourceTests DiscoveryOnLANTests
+)
+if [ $# -gt 0 ]; then
+    classes=("$@")
+else
+    mapfile -t listed < <("$bundle" --list-tests | sed -n 's|^\([A-Za-z0-9_]*\.[A-Za-z0-9_]*\)/.*|\1|p' | awk '!seen[$0]++')
+    [ ${#listed[@]} -gt 0 ] || { echo "$bundle lists no tests" >&2; exit 1; }
+    classes=()
+    for name in "${slowest[@]}"; do
+        for class in "${listed[@]}"; do [ "${class#*.}" = "$name" ] && classes+=("$class"); done
+    done
+    for class in "${listed[@]}"; do
+        [[ " ${classes[*]} " == *" $class "* ]] || classes+=("$class")
+    done
+fi
+
+run_class() {
+    local class=$1 started status=0
+    started=$(date +%s)
+    "$bundle" "$class" >"$logs/$class.log" 2>&1 || status=$?
+    echo "$status" >"$logs/$class.status"
+    printf '%-55s %4ss  %s\n' "$class" "$(($(date +%s) - started))" "$([ "$status" = 0 ] && echo passed || echo "FAILED ($status)")"
+}
+export -f run_class
+export bundle logs
+printf '%s\n' "${classes[@]}" | xargs -P "$jobs" -I{} bash -c 'run_class "$1"' _ {}
+
+failed=0
+for class in "${classes[@]}"; do
+    status=$(cat "$logs/$class.status" 2>/dev/null || echo missing)
+    [ "$status" = 0 ] && continue
+    failed=$((failed + 1))
+    echo "--- $class: status $status (whole output: $logs/$class.log)"
+    grep -E ": error: |' failed \(|Fatal error|Crash|signal [0-9]+" "$logs/$class.log" | tail -40 || tail -20 "$logs/$class.log"
+done
+echo "$((${#classes[@]} - failed)) of ${#classes[@]} test classes passed"
+[ "$failed" = 0 ]
