@@ -76,10 +76,9 @@ let package = Package(
         // ristretto255 and SHA-512 for the party key's PAKE (CPace).
         systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
 
-        // Errors, formats, clocks and the one place syscalls go through.
-        // Locks are NIO's (pthread mutexes): ThreadSanitizer understands them, where it cannot see the
-        // futexes Synchronization.Mutex takes on Linux and reports every contended one as a race.
-        .target(name: "PartyCastCore", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        // Errors, formats, clocks, the lock (LockedValueBox) and the one place syscalls go through.
+        // No dependencies: the listener's audio path (Output, Player) builds on it without NIO.
+        .target(name: "PartyCastCore"),
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // http(s):// byte sources: internet radio (ICY titles, reconnects) and remote files (Range
@@ -88,7 +87,6 @@ let package = Package(
             "PartyCastCore",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
@@ -105,11 +103,10 @@ let package = Package(
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
-        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastDSP", "CALSA", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(name: "PartyCastOutput", dependencies: ["PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastDSP", "CALSA"]),
         // The player's state machine wiring source → parser → decoder → ring → output.
         .target(name: "PartyCastPlayer", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastRing", "PartyCastOutput",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         // Broadcaster side: source → encoder → fan-out, plus the wire protocol and discovery.
@@ -124,8 +121,7 @@ let package = Package(
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
         // mDNS publish/browse through avahi-client.
-        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
+        .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
         .executableTarget(name: "partycast-skew", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
                           path: "Benchmarks/partycast-skew"),
@@ -133,44 +129,48 @@ let package = Package(
         .executableTarget(name: "partycast-clock-sim", dependencies: [
             "PartyCastClock", "PartyCastSources", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Benchmarks/partycast-clock-sim"),
-        .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"]),
+        // Test tools (Tools/), apart from the two programs.
+        // Publishes or browses from the command line; what the LAN harness tests drive inside namespaces.
+        .executableTarget(name: "partycast-mdns-probe", dependencies: ["PartyCastDiscovery", "PartyCastCore"], path: "Tools/partycast-mdns-probe"),
         // A man in the middle for the LAN tests of the party key handshake: captures a session's frames
         // and replays them to either side.
-        .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"]),
+        .executableTarget(name: "partycast-relay", dependencies: ["PartyCastWire", "PartyCastCore"], path: "Tools/partycast-relay"),
         // A bad IP link between two network namespaces for the sync benchmark and the bad-link test:
         // TUN devices with jitter, loss, stalls and a rate limit per direction (no `tc netem` here).
         // CTun: the TUN and setns calls Swift cannot make itself (ioctl is variadic), header-only.
-        .systemLibrary(name: "CTun", path: "Sources/CTun"),
-        .executableTarget(name: "partycast-netem", dependencies: ["CTun"]),
+        .systemLibrary(name: "CTun", path: "Tools/CTun"),
+        .executableTarget(name: "partycast-netem", dependencies: ["CTun"], path: "Tools/partycast-netem"),
+        // The seam between the party and its remotes: commands, snapshots and the PartyControl protocol
+        // Broadcast's Party conforms to, so that Control needs none of the broadcaster's insides.
+        .target(name: "PartyCastControlSeam"),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // Clock sync's maths, free of the wire: what maps a listener's clock to the broadcaster's (at
         // the top), the local clock and the schedule the audio thread reads (Playback/), and the one
         // place exchanges' results become that schedule (Sync/).
         .target(name: "PartyCastClock", dependencies: [
-            "PartyCastCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            "PartyCastCore",
         ]),
         // The exchanges themselves: UDP with kernel timestamps, TCP as the fallback, both ends.
         .target(name: "PartyCastClockExchange", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastWire",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's network source: wire frames → packets → PCM for the player.
         .target(name: "PartyCastNetwork", dependencies: [
             "PartyCastCore", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // What both programs share at the command line: one writer for every line, swift-log's
         // handler, the party key option, exit statuses, Ctrl-C and keys.
         .target(name: "PartyCastCLI", dependencies: [
             "PartyCastCore", "PartyCastWire",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
 
         .executableTarget(name: "listener", dependencies: [
@@ -179,7 +179,7 @@ let package = Package(
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastBroadcast", "PartyCastCore", "PartyCastWire",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastWire",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -187,7 +187,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -214,11 +214,18 @@ let package = Package(
         ]),
         .testTarget(name: "PartyCastClockTests", dependencies: [
             "PartyCastClock", "PartyCastClockExchange", "PartyCastCore", "PartyCastWire", "PartyCastSources", "PartyCastTestSupport",
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
         .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
+        // The party in-process: its timeline and gains as values, its commands against a real Fanout
+        // whose listener is an EmbeddedChannel, on a clock the test moves.
+        .testTarget(name: "PartyCastBroadcastTests", dependencies: [
+            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The command line's own parts: the party key from a file (a systemd credential).
@@ -231,11 +238,11 @@ let package = Package(
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
-            "PartyCastControl", "PartyCastBroadcast", "PartyCastWire", "PartyCastTestSupport",
+            "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "PartyCastTestSupport",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
     ]
 )

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PartyCastClockExchange
@@ -17,8 +16,8 @@ public final class BroadcastServer: Sendable {
     public static let handshakeTimeout = TimeAmount.seconds(5)
     private let group: MultiThreadedEventLoopGroup
     /// The listening socket; replaced if it ever closes while serving.
-    private let channel: NIOLockedValueBox<Channel>
-    private let shuttingDown = NIOLockedValueBox(false)
+    private let channel: LockedValueBox<Channel>
+    private let shuttingDown = LockedValueBox(false)
     private let bind: @Sendable (_ port: Int) -> EventLoopFuture<Channel>
     private let clockResponder: ClockResponder?
     private let logger: Logger
@@ -69,7 +68,7 @@ public final class BroadcastServer: Sendable {
             throw PartyCastError(.io, "cannot listen on \(host):\(port): \(error); is another broadcaster using the port? Try --port")
         }
         self.group = group
-        self.channel = NIOLockedValueBox(channel)
+        self.channel = LockedValueBox(channel)
         self.port = channel.localAddress?.port ?? port
         self.logger = logger
         self.clockResponder = clockResponder

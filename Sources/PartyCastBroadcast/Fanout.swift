@@ -1,8 +1,6 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastCore
-import PartyCastWire
 import Synchronization
 
 /// One joined listener as the broadcaster sees it.
@@ -62,9 +60,9 @@ public final class Fanout: Sendable {
         var bytes: ByteBuffer
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = LockedValueBox(State())
     /// Told (outside the lock) when a listener joins, leaves or reports.
-    private let observers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    private let observers = LockedValueBox<[@Sendable () -> Void]>([])
     public let maxSkippedChunks: Int
     private let logger: Logger
 
@@ -198,8 +196,8 @@ public final class Fanout: Sendable {
             s.everJoined += 1
             let now = monotonicNanoseconds()
             let unplayed = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.bytes)
-            let greeting = Self.greeting(for: listenerID, in: s)
-            for m in first + s.preamble + greeting + unplayed { channel.write(m, promise: nil) }
+            let greeted = greeting(for: listenerID, in: s)
+            for m in first + s.preamble + greeted + unplayed { channel.write(m, promise: nil) }
             channel.flush()
             s.peers[id] = Peer(info: PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), channel: channel)
             return id
@@ -208,24 +206,14 @@ public final class Fanout: Sendable {
 
     /// The party's state, the listener's gain from the start of the timeline, and its latency
     /// offset if the remote set one.
-    private static func greeting(for listenerID: String, in s: State) -> [ByteBuffer] {
+    private func greeting(for listenerID: String, in s: State) -> [ByteBuffer] {
         var messages = s.partyState.map { [$0] } ?? []
-        var gain = PCGain()
-        gain.gain = s.gains[listenerID] ?? s.defaultGain
-        var envelope = PCEnvelope()
-        envelope.body = .gain(gain)
-        messages.append(Self.frame(envelope))
-        if let offset = s.latencyOffsets[listenerID] {
-            var settings = PCListenerSettings()
-            settings.latencyOffsetMilliseconds = Int32(clamping: offset)
-            envelope.body = .listenerSettings(settings)
-            messages.append(Self.frame(envelope))
+        messages += [Messages.frame(Messages.gain(s.gains[listenerID] ?? s.defaultGain), logger: logger)].compactMap { $0 }
+        if let offset = s.latencyOffsets[listenerID],
+           let settings = Messages.frame(Messages.listenerSettings(latencyOffsetMilliseconds: offset), logger: logger) {
+            messages.append(settings)
         }
         return messages
-    }
-
-    private static func frame(_ envelope: PCEnvelope) -> ByteBuffer {
-        ByteBuffer(bytes: (try? WireFraming.encode(envelope)) ?? [])
     }
 
     func leave(_ id: Int) {

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import PartyCastCore
 
 /// Online guesses at a private party's key, per address. Each KeyChallenge the broadcaster sends
@@ -22,7 +21,7 @@ final class KeyGuessThrottle: Sendable {
         var lastSeen: UInt64 = 0
     }
 
-    private let records = NIOLockedValueBox<[String: Record]>([:])
+    private let records = LockedValueBox<[String: Record]>([:])
 
     init() {}
 

@@ -1,5 +1,4 @@
 import Foundation
-import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastDSP
 
@@ -34,14 +33,14 @@ final class LiveSource: PCMSource {
             /// Frames the reader holds until they fit under the buffer's limit; 0 while it reads.
             var waitingToAppend = 0
         }
-        let state: NIOLockedValueBox<State>
+        let state: LockedValueBox<State>
         let room = Wakeup()
-        init(_ state: State) { self.state = NIOLockedValueBox(state) }
+        init(_ state: State) { self.state = LockedValueBox(state) }
     }
 
     /// Opens and prepares a source; one that turns out live (no length, no seeking: a pipe, a
     /// station) comes wrapped, to be read on a thread of its own.
-    static func open(_ source: PartySource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
+    static func open(_ source: ResolvedSource, wakeup: Wakeup, stopping: () -> Bool) throws(PartyCastError) -> PCMSource {
         let opened = try openAside(source.open, mayWait: source.isLive, wakeup: wakeup, stopping: stopping) { source throws(PartyCastError) in
             try source.prepare()
         }
@@ -61,7 +60,7 @@ final class LiveSource: PCMSource {
             try prepare(plain)
             return HandedOver(plain)
         }
-        let result = NIOLockedValueBox<Result<HandedOver<Source>, PartyCastError>?>(nil)
+        let result = LockedValueBox<Result<HandedOver<Source>, PartyCastError>?>(nil)
         let opener = DedicatedThread {
             let outcome: Result<HandedOver<Source>, PartyCastError>
             do throws(PartyCastError) {

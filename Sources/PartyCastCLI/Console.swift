@@ -1,7 +1,7 @@
 import Synchronization
 #if canImport(Glibc)
 import Glibc
-import NIOConcurrencyHelpers
+import PartyCastCore
 #endif
 
 /// The one writer of everything a PartyCast program prints: whole lines, one write(2) each, under
@@ -13,7 +13,7 @@ public enum Console {
         var statusLines = 0
     }
 
-    private static let state = NIOLockedValueBox(State())
+    private static let state = LockedValueBox(State())
 
     /// One line on stderr (logs, errors, prompts).
     public static func line(_ text: String) {

@@ -7,7 +7,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import NIOConcurrencyHelpers
 import PartyCastClock
 import PartyCastCore
 import PartyCastWire
@@ -81,7 +80,7 @@ final class Mailbox: Sendable {
 
     static let capacity = 256
     let pipe: WakePipe
-    private let contents = NIOLockedValueBox(Contents())
+    private let contents = LockedValueBox(Contents())
 
     init() throws(SystemCallError) { pipe = try WakePipe() }
 

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import NIOConcurrencyHelpers
 import PartyCastCore
 import PartyCastWire
 
@@ -34,7 +33,7 @@ public final class ClockResponder: Sendable {
     }
 
     public let port: Int
-    private let table: NIOLockedValueBox<Table>
+    private let table: LockedValueBox<Table>
     private let stopPipe: WakePipe
     private let thread: DedicatedThread
 
@@ -43,7 +42,7 @@ public final class ClockResponder: Sendable {
     public init(host: String, port: Int) throws(SystemCallError) {
         let socket: ClockSocket
         do { socket = try ClockSocket(bindingTo: host, port: port) } catch { socket = try ClockSocket(bindingTo: host, port: 0) }
-        let table = NIOLockedValueBox(Table())
+        let table = LockedValueBox(Table())
         let stopPipe = try WakePipe()
         self.port = socket.localPort
         self.table = table
@@ -90,7 +89,7 @@ public final class ClockResponder: Sendable {
         return envelope
     }
 
-    private static func serve(_ socket: ClockSocket, table: NIOLockedValueBox<Table>, wake: Int32) {
+    private static func serve(_ socket: ClockSocket, table: LockedValueBox<Table>, wake: Int32) {
         // One byte more than any datagram of ours, so a longer one shows as truncated.
         var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
         while true {

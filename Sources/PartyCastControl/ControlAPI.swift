@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastWire
 
 /// The bodies the API takes, shared with `broadcaster ctl` so both sides agree on the field names.
@@ -44,6 +44,7 @@ struct APIError: Error {
         case .notFound: .notFound
         case .invalid: .badRequest
         case .ambiguous: .conflict
+        case .failed: .internalServerError
         }
         self.init(status, refusal.message)
     }

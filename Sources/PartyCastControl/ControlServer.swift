@@ -3,7 +3,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastCore
 import PartyCastWire
 import ServiceLifecycle

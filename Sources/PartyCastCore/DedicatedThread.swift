@@ -1,6 +1,5 @@
 #if canImport(Glibc)
 import Glibc
-import NIOConcurrencyHelpers
 #endif
 import Synchronization
 
@@ -9,7 +8,7 @@ import Synchronization
 public final class DedicatedThread: Sendable {
     private let thread: pthread_t
     /// Whether the thread has been joined; held while joining, so a second join() waits for the first.
-    private let joined = NIOLockedValueBox(false)
+    private let joined = LockedValueBox(false)
     private final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
 
     /// Runs `body` on a new thread; `body` (and all it captured) belongs to that thread from now on.

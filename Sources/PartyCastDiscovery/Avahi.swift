@@ -3,7 +3,6 @@ import PartyCastCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
-import NIOConcurrencyHelpers
 #endif
 
 /// A service found on the LAN.
@@ -244,7 +243,7 @@ final class AvahiLoop: @unchecked Sendable {
     let poll: OpaquePointer
     let api: UnsafePointer<AvahiPoll>
     private var running = false
-    private let loopThread = NIOLockedValueBox<pthread_t?>(nil)
+    private let loopThread = LockedValueBox<pthread_t?>(nil)
     private var probe: OpaquePointer?
 
     init() throws(PartyCastError) {

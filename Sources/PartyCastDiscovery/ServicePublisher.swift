@@ -1,5 +1,4 @@
 import CAvahi
-import NIOConcurrencyHelpers
 import PartyCastCore
 import Synchronization
 
@@ -35,7 +34,7 @@ public final class ServicePublisher: @unchecked Sendable {
     private let loop: AvahiLoop
     private let port: UInt16
     private let onEvent: @Sendable (PublisherEvent) -> Void
-    private let currentName: NIOLockedValueBox<String>
+    private let currentName: LockedValueBox<String>
     private var txt: [String: String]
     private var client: OpaquePointer?
     private var group: OpaquePointer?
@@ -54,7 +53,7 @@ public final class ServicePublisher: @unchecked Sendable {
         self.port = UInt16(port)
         self.txt = txt
         self.onEvent = onEvent
-        self.currentName = NIOLockedValueBox(name)
+        self.currentName = LockedValueBox(name)
         loop = try AvahiLoop()
         reconnectTimer = try Avahi.newTimeout(loop.api, milliseconds: nil, { _, context in
             ServicePublisher.from(context).connect()

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import NIOConcurrencyHelpers
 import NIOHTTP1
 import PartyCastCore
 
@@ -39,7 +38,7 @@ public final class HTTPByteSource: ByteSource {
     private let options: Options
     private let onEvent: (@Sendable (String) -> Void)?
     private let signal = ReaderSignal()
-    private let tags = NIOLockedValueBox<TrackTags?>(nil)
+    private let tags = LockedValueBox<TrackTags?>(nil)
     private var connection: HTTPConnection?
     private var icy: ICYDemuxer?
     public private(set) var length: Int64?

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -15,7 +14,7 @@ import PartyCastCore
 /// What wakes the reading thread: news from a connection's event loop, or `wakeReader` (a stop).
 final class ReaderSignal: Sendable {
     let wakeup = Wakeup()
-    private let stopped = NIOLockedValueBox(false)
+    private let stopped = LockedValueBox(false)
 
     var isStopped: Bool { stopped.withLockedValue { $0 } }
 
@@ -66,7 +65,7 @@ final class HTTPConnection: Sendable {
     }
 
     let url: URL
-    private let state = NIOLockedValueBox(State())
+    private let state = LockedValueBox(State())
     private let signal: ReaderSignal
 
     private init(url: URL, signal: ReaderSignal) {

@@ -1,5 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PartyCastClock
@@ -47,7 +46,7 @@ final class Inbox: Sendable {
         var resume: (@Sendable () -> Void)?
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = LockedValueBox(State())
     /// Signalled by every put and by `NetworkSource.Control.cancel()`.
     let wakeup = Wakeup()
 
@@ -118,11 +117,11 @@ final class BroadcastClient: Sendable {
     /// Connects, waiting until connected, failed, or `cancelled()` (checked whenever `wakeup` fires).
     static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox, clockSync: ClockSync,
                         logger: Logger, cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
-        let outcome = NIOLockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
+        let outcome = LockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
         // The handler as it was added: a broadcaster that answers and closes at once (a version
         // mismatch) tears the pipeline down before the connect future completes, and looking the
         // handler up then fails ("notFound") although its messages are already in the inbox.
-        let added = NIOLockedValueBox<NIOLoopBound<ClientHandler>?>(nil)
+        let added = LockedValueBox<NIOLoopBound<ClientHandler>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -298,9 +297,14 @@ final class ClientHandler: ChannelInboundHandler {
             welcome.clockPort == 0 || welcome.clockPort > UInt16.max ? nil
                 : ClockRequester.Datagrams(host: host, port: Int(welcome.clockPort), token: welcome.clockToken, key: gate.clockKey)
         }
-        clockRequester = try? ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
-            guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
-            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        do throws(SystemCallError) {
+            clockRequester = try ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
+                guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
+                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+            }
+        } catch {
+            // Without exchanges the listener cannot place audio on the party's clock: say so once.
+            logger.error("clock sync cannot start (\(error)): this listener will not play in step with the party")
         }
     }
 

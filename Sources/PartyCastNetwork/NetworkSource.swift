@@ -1,5 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
 import NIOPosix
 import PartyCastClock
 import PartyCastCore
@@ -36,7 +35,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public final class Control: Sendable {
         let inbox = Inbox()
         let clockSync: ClockSync
-        fileprivate let connection = NIOLockedValueBox<BroadcastClient?>(nil)
+        fileprivate let connection = LockedValueBox<BroadcastClient?>(nil)
         private let stopped = Atomic<Bool>(false)
 
         public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil) { clockSync = ClockSync(clock: clock, log: clockLog) }

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import PartyCastCore
 import Synchronization
 
@@ -12,9 +11,9 @@ final class OutputThread: Sendable {
         case stopped(DedicatedThread?)
     }
 
-    private let life = NIOLockedValueBox(Life.idle)
+    private let life = LockedValueBox(Life.idle)
     private let stopRequested = Atomic<Bool>(false)
-    private let finalOutcome = NIOLockedValueBox<OutputOutcome?>(nil)
+    private let finalOutcome = LockedValueBox<OutputOutcome?>(nil)
 
     /// Checked by the output loop once per period; a plain atomic load, safe on the audio thread.
     var isStopRequested: Bool { stopRequested.load(ordering: .acquiring) }

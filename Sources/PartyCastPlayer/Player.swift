@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import PartyCastClock
 import PartyCastCore
 import PartyCastOutput
@@ -56,8 +55,8 @@ public final class Player: Sendable {
     private let openSource: SourceFactory
     private let output: AudioOutput
     private let options: PlayerOptions
-    private let shared = NIOLockedValueBox(Shared())
-    private let observers = NIOLockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
+    private let shared = LockedValueBox(Shared())
+    private let observers = LockedValueBox<[@Sendable (PlayerStatus) -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
     /// The renderer's underrun count as the control loop last acted on it (the producer waits for it).
     private let underrunsHandled = Atomic<Int>(0)
@@ -451,92 +450,5 @@ public final class Player: Sendable {
 
     private var isStopping: Bool {
         shared.withLockedValue { $0.status.state == .stopping || $0.status.state == .stopped }
-    }
-}
-
-/// The producer's side of a live broadcast's timeline events: it cuts the ring at withdrawn frames
-/// and keeps the gain curve the output thread reads.
-struct LiveTimeline {
-    private var gains = GainCurve()
-    /// The cut asked of the output thread and not yet answered, if any: its ticket and frame.
-    private var cut: (ticket: Int, frame: Int)?
-
-    mutating func apply(_ events: [TimelineEvent], renderer: Renderer, timeline: inout TimelineKeeper) {
-        var gainsChanged = false
-        for event in events {
-            switch event {
-            case .withdraw(let frame):
-                // Only what was written from `frame` on needs cutting; a cut not yet answered is
-                // widened rather than waited for, so a flood of withdraws costs no waiting.
-                guard timeline.withdraw(from: frame) else { continue }
-                if let cut, !renderer.isCut(cut.ticket) {
-                    let earliest = min(cut.frame, frame)
-                    self.cut = (renderer.requestCut(atFrame: earliest), earliest)
-                } else {
-                    cut = (renderer.requestCut(atFrame: frame), frame)
-                }
-            case .gain(let gain, let frame, let ramp):
-                gains.set(gain, atFrame: frame, rampFrames: ramp)
-                gainsChanged = true
-            }
-        }
-        guard gainsChanged else { return }
-        if let playing = renderer.playingStreamFrame { gains.forget(before: playing) }
-        renderer.gains.publish(gains)
-    }
-
-    /// The ticket of the cut under way, to wait for before writing; nil when there is none.
-    mutating func take() -> Int? {
-        defer { cut = nil }
-        return cut?.ticket
-    }
-}
-
-/// Keeps the ring's samples on a live source's timeline: each block it produces says which stream
-/// frame it starts at; a short gap (chunks lost on the way, a short pause) is filled with silence
-/// so later frames keep their place, a block that starts a little early (after a cut, Opus's codec
-/// delay puts the replacement's first frames before the cut) loses its head, anything else starts
-/// the ring's timeline afresh.
-struct TimelineKeeper {
-    enum Placement: Equatable {
-        case continues
-        case gap(frames: Int)
-        case trim(frames: Int)
-        case restart
-    }
-
-    /// Gaps and overlaps up to this long are bridged with silence or trimmed.
-    let longestGap: Int
-    private var nextFrame: Int?
-
-    init(sampleRate: Int) { longestGap = sampleRate }
-
-    mutating func place(frame: Int, frames: Int) -> Placement {
-        guard let expected = nextFrame else {
-            nextFrame = frame + frames
-            return .restart
-        }
-        let gap = frame - expected
-        switch gap {
-        case 0:
-            nextFrame = frame + frames
-            return .continues
-        case 1...longestGap:
-            nextFrame = frame + frames
-            return .gap(frames: gap)
-        case -longestGap..<0:
-            nextFrame = max(expected, frame + frames)
-            return .trim(frames: min(-gap, frames))
-        default:
-            nextFrame = frame + frames
-            return .restart
-        }
-    }
-
-    /// Audio from `frame` on is withdrawn; whether any of it was placed (then the ring must be cut).
-    mutating func withdraw(from frame: Int) -> Bool {
-        guard let expected = nextFrame, frame < expected else { return false }
-        nextFrame = frame
-        return true
     }
 }

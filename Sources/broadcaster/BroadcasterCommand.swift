@@ -5,6 +5,7 @@ import PartyCastBroadcast
 import PartyCastCLI
 import PartyCastCodec
 import PartyCastControl
+import PartyCastControlSeam
 import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry
@@ -100,7 +101,7 @@ struct Share: ParsableCommand {
         let fanout = Fanout(logger: logger)
         let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
-                                fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try Self.source(spec: spec, options: sourceOptions) })
+                                fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
         let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
         defer { server.shutdown() }
         // The remote control drives the party's command queue, as the keys below do.
@@ -167,8 +168,8 @@ struct Share: ParsableCommand {
     }
 
     /// A source per argument (per audio file in a folder); one that can't be read is skipped with a line, so the rest plays.
-    private func playableSources(options: SourceOptions, logger: Logger) throws(PartyCastError) -> [PartySource] {
-        var playable: [PartySource] = []
+    private func playableSources(options: SourceOptions, logger: Logger) throws(PartyCastError) -> [ResolvedSource] {
+        var playable: [ResolvedSource] = []
         var lastFailure: PartyCastError?
         func skip(_ spec: String, _ error: PartyCastError) {
             logger.warning("skipping \(spec): \(error.message)")
@@ -179,7 +180,7 @@ struct Share: ParsableCommand {
             do throws(PartyCastError) { specs += try Self.expandingFolder(argument) } catch { skip(argument, error) }
         }
         for spec in specs {
-            do throws(PartyCastError) { playable.append(try Self.source(spec: spec, options: options)) } catch { skip(spec, error) }
+            do throws(PartyCastError) { playable.append(try SourceRegistry.resolve(spec, options: options)) } catch { skip(spec, error) }
         }
         if playable.isEmpty, let lastFailure { throw lastFailure }
         return playable
@@ -203,13 +204,6 @@ struct Share: ParsableCommand {
         let files = try audioFiles(under: spec)
         guard !files.isEmpty else { throw PartyCastError(.fileNotFound, "\(spec): a folder with no audio files in it") }
         return files
-    }
-
-    /// A source as the registry resolves it: checked now (a bad spec is refused before going live)
-    /// and opened afresh each time it plays.
-    static func source(spec: String, options: SourceOptions) throws(PartyCastError) -> PartySource {
-        let resolved = try SourceRegistry.resolve(spec, options: options)
-        return PartySource(spec: resolved.spec, label: resolved.label, isLive: resolved.isLive, open: resolved.open, openPackets: resolved.openPackets)
     }
 
     /// The audio files under `folder` (by their extensions: a library is not opened file by file),

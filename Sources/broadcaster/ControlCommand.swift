@@ -3,7 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastCLI
 import PartyCastControl
 import PartyCastCore

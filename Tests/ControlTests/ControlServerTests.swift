@@ -4,7 +4,7 @@ import HummingbirdWSClient
 import Logging
 import NIOCore
 import NIOHTTP1
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastControl
 import PartyCastCore
 import PartyCastTestSupport

@@ -1,5 +1,5 @@
-import NIOConcurrencyHelpers
-import PartyCastBroadcast
+import PartyCastControlSeam
+import PartyCastCore
 
 /// A stand-in for `Party` that keeps the state a party would and refuses what a party would refuse
 /// (unknown items, listeners and files, values out of range, ambiguous names), recording every
@@ -14,7 +14,7 @@ final class RecordingParty: PartyControl {
         var nextItem = 100
     }
 
-    private let state: NIOLockedValueBox<State>
+    private let state: LockedValueBox<State>
     let library = ["music/one.mp3", "music/two.mp3", "music/covered.mp3"]
     /// item id → picture; one claims a type a browser must not trust.
     let covers: [Int: (mimeType: String, bytes: [UInt8])] = [
@@ -57,7 +57,7 @@ final class RecordingParty: PartyControl {
             .init(id: "L4", name: "Garden", host: "garden-b", address: "127.0.0.4", volume: 60, muted: false,
                   latencyOffsetMilliseconds: 0, bufferMilliseconds: 900, syncErrorMicroseconds: 10, clockBoundMicroseconds: 4),
         ]
-        state = NIOLockedValueBox(State(snapshot: snapshot))
+        state = LockedValueBox(State(snapshot: snapshot))
     }
 
     var performed: [PartyCommand] { state.withLockedValue { $0.performed } }

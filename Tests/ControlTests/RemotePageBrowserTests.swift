@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PartyCastBroadcast
+import PartyCastControlSeam
 import PartyCastControl
 import PartyCastTestSupport
 import PartyCastWire

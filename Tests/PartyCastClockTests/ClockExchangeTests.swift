@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 @testable import PartyCastClock
 @testable import PartyCastClockExchange
 import PartyCastCore
@@ -170,7 +169,7 @@ final class ClockExchangeTests: XCTestCase {
         let clock = LocalClock(offsetSeconds: -5, driftPPM: -150)
         let sync = ClockSync(clock: clock)
         sync.connected()
-        let tcpRequests = NIOLockedValueBox(0)
+        let tcpRequests = LockedValueBox(0)
         let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: responder.port, token: responder.admit(key: nil), key: nil),
                                            sync: sync, logger: Logger(label: "test")) { _ in tcpRequests.withLockedValue { $0 += 1 } }
         defer { requester.stop() }
@@ -237,7 +236,7 @@ final class ClockExchangeTests: XCTestCase {
         let silent = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
         let sync = ClockSync(clock: .system)
         sync.connected()
-        let tcpRequests = NIOLockedValueBox<[PCClockRequest]>([])
+        let tcpRequests = LockedValueBox<[PCClockRequest]>([])
         let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: silent.localPort, token: 1, key: nil), sync: sync,
                                            logger: Logger(label: "test")) { envelope in
             if case .clockRequest(let request)? = envelope.body { tcpRequests.withLockedValue { $0.append(request) } }

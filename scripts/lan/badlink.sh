@@ -5,7 +5,7 @@
 #   badlink.sh up [NETEM OPTIONS…]   network namespaces PREFIX-near and PREFIX-far, joined only by
 #                           partycast-netem: TUN device netem0 in each (10.78.0.1/24 near,
 #                           10.78.0.2/24 far), every packet between them forwarded with the
-#                           impairments given (see Sources/partycast-netem/main.swift; "down" is
+#                           impairments given (see Tools/partycast-netem/main.swift; "down" is
 #                           near → far); no options: a clean link through the same relay
 #   badlink.sh exec HOST CMD..  runs CMD in HOST's network namespace (HOST: near, far or
 #                           PREFIX-near, PREFIX-far; CMD replaces this script: same PID)

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import PartyCastCore
 import Synchronization
 
@@ -26,7 +25,7 @@ public final class ClockSync: Sendable {
 
     public let clock: LocalClock
     public let schedule = PlaybackSchedule()
-    private let state = NIOLockedValueBox(State())
+    private let state = LockedValueBox(State())
     private let ignored = Synchronization.Atomic<Int>(0)
     /// Where the exchanges the estimator takes are written, if asked (`--clock-log`).
     private let log: ClockExchangeLog?

@@ -47,7 +47,7 @@ let usage = """
                            [--queue-kb K] [--ready-file PATH] [[--up-|--down-]IMPAIRMENT…]
     impairments: --jitter-ms A[-B]  --keep-order  --loss PCT  --stall-ms X --stall-every-s Y  --rate-kbps R
                  --spike-pct P --spike-ms A[-B]  --burst-ms A[-B] --burst-every-s G --burst-length-ms L
-    (see the comment at the top of Sources/partycast-netem/main.swift)
+    (see the comment at the top of Tools/partycast-netem/main.swift)
     """
 
 func parseOptions(_ arguments: [String]) -> Options {

@@ -34,6 +34,8 @@ public struct PartyCommandError: Error, Sendable, Equatable {
         case invalid
         /// A name that matches several listeners (HTTP 409).
         case ambiguous
+        /// A valid command the party could not carry out: its encoder or a source failed (HTTP 500).
+        case failed
     }
 
     public var kind: Kind

@@ -1,0 +1,252 @@
+import Foundation
+import PartyCastControlSeam
+import PartyCastCore
+
+/// The remotes' commands, applied by the pacer between chunks: one handler each.
+extension Party {
+    /// Applies every queued command and answers each with the new snapshot or why it was refused.
+    func applyCommands() {
+        let requests = inbox.withLockedValue { q in defer { q.removeAll() }; return q }
+        guard !requests.isEmpty else { return }
+        for (request, continuation) in requests {
+            let result: Result<PartySnapshot, PartyCommandError>
+            do throws(PartyCommandError) {
+                try apply(request)
+                publishState()
+                result = .success(makeSnapshot())
+            } catch {
+                result = .failure(error)
+            }
+            continuation.resume(returning: result)
+        }
+        republish()
+    }
+
+    func apply(_ request: Request) throws(PartyCommandError) {
+        switch request {
+        case .add(let item): try add(item)
+        case .command(let command): try apply(command)
+        }
+    }
+
+    func apply(_ command: PartyCommand) throws(PartyCommandError) {
+        switch command {
+        case .pause: try pause()
+        case .resume: try resume()
+        case .next: try next()
+        case .previous: try previous()
+        case .seek(let seconds): try seek(to: seconds)
+        case .play(let id): try replace(with: try index(of: id), songFrame: 0, cut: true)
+        case .add: throw PartyCommandError(.invalid, "add goes through perform")  // opened off the pacer, see perform(_:)
+        case .remove(let id): try remove(id)
+        case .move(let id, let to): try move(id, to: to)
+        case .partyVolume(let percent): try setPartyVolume(percent)
+        case .listenerVolume(let name, let percent): try setVolume(percent, of: name)
+        case .mute(let name, let muted): try setMuted(muted, name)
+        case .latencyOffset(let name, let milliseconds): try setLatencyOffset(milliseconds, of: name)
+        }
+    }
+
+    private func add(_ item: PartyItem) throws(PartyCommandError) {
+        var item = item
+        item.id = state.nextItemID
+        state.nextItemID += 1
+        state.queue.append(item)
+        if let cover = item.cover { published.withLockedValue { $0.covers[item.id] = cover } }
+        logger.info("queued \(item.view.title)")
+        if state.reachedEnd || state.currentIndex == nil {
+            // The queue had played out: the new song follows what is still being heard.
+            state.reachedEnd = false
+            state.timeline.end = max(state.timeline.end, state.timeline.position(at: now() + Self.controlMarginNanoseconds))
+            try replace(with: state.queue.count - 1, songFrame: 0, cut: false)
+        }
+    }
+
+    private func pause() throws(PartyCommandError) {
+        guard !state.timeline.paused else { return }
+        let cut = try cutPosition()
+        fadeEveryone(to: 0, endingAt: cut)
+        // What was taken back plays first on resume: not a sample lost or repeated.
+        let withdrawn = withdraw(from: cut)
+        state.pending.insert(contentsOf: withdrawn.flatMap(\.samples), at: 0)
+        state.timeline.pause(at: cut)
+        do throws(PartyCastError) { try sendSilence() } catch { throw PartyCommandError(.failed, error.message) }
+        if options.codec.passesThrough, let heard = state.timeline.held.first, let index = state.queue.firstIndex(where: { $0.id == heard.item }) {
+            // Packets cannot be cut like samples: the resume starts a fresh stream at the frame paused on.
+            try replace(with: index, songFrame: heard.songFrame, cut: false)
+        }
+        if let partyState = frame(Messages.partyState(paused: true)) { fanout.broadcast(partyState) }
+        let heard = state.timeline.held.first.flatMap { p in state.queue.first { $0.id == p.item }.map { ($0, p.songFrame) } }
+        logger.info("paused\(heard.map { String(format: " at %.3f s of %@", Double($0.1) / Double($0.0.sampleRate), $0.0.view.title) } ?? "") (timeline frame \(cut))")
+    }
+
+    private func resume() throws(PartyCommandError) {
+        guard state.timeline.paused else { return }
+        let resumeAt = max(state.timeline.end, state.timeline.position(at: now() + Self.controlMarginNanoseconds))
+        if let first = state.timeline.resume(at: resumeAt), let index = state.queue.firstIndex(where: { $0.id == first.item }),
+           let metadata = frame(Messages.metadata(state.queue[index], streamIndex: state.streamIndex, start: resumeAt, songFrame: first.songFrame)) {
+            fanout.broadcast(metadata)
+        }
+        if let partyState = frame(Messages.partyState(paused: false)) { fanout.broadcast(partyState) }
+        fadeEveryoneIn(at: resumeAt)
+        logger.info("resumed (timeline frame \(resumeAt))")
+    }
+
+    private func next() throws(PartyCommandError) {
+        let current = currentlyHeard().flatMap { h in state.queue.firstIndex { $0.id == h.item } } ?? state.currentIndex ?? -1
+        var next = current + 1
+        if next == state.queue.count && options.loop { next = 0 }
+        guard next < state.queue.count else { throw PartyCommandError(.invalid, "this is the last song of the queue") }
+        try replace(with: next, songFrame: 0, cut: true)
+    }
+
+    private func previous() throws(PartyCommandError) {
+        guard let heard = currentlyHeard(), let index = state.queue.firstIndex(where: { $0.id == heard.item }) else {
+            throw PartyCommandError(.invalid, "nothing is playing")
+        }
+        let restart = Double(heard.songFrame) / Double(state.queue[index].sampleRate) > Self.restartThresholdSeconds || index == 0
+        try replace(with: restart ? index : index - 1, songFrame: 0, cut: true)
+    }
+
+    private func seek(to seconds: Double) throws(PartyCommandError) {
+        guard let heard = currentlyHeard(), let index = state.queue.firstIndex(where: { $0.id == heard.item }) else {
+            throw PartyCommandError(.invalid, "nothing is playing")
+        }
+        let item = state.queue[index]
+        guard seconds.isFinite, seconds >= 0 else { throw PartyCommandError(.invalid, "seek takes seconds from the start of the song, ≥ 0") }
+        if let frames = item.durationFrames, seconds * Double(item.sampleRate) >= Double(frames) {
+            throw PartyCommandError(.invalid, String(format: "%.3f s is past the end of %@ (%.3f s)", seconds, item.view.title, Double(frames) / Double(item.sampleRate)))
+        }
+        guard seconds < 86_400 else { throw PartyCommandError(.invalid, "seek past the end") }
+        try replace(with: index, songFrame: Int((seconds * Double(item.sampleRate)).rounded()), cut: true)
+    }
+
+    private func remove(_ id: Int) throws(PartyCommandError) {
+        let index = try index(of: id)
+        if index == state.currentIndex {
+            guard index + 1 < state.queue.count else {
+                throw PartyCommandError(.invalid, "the song playing is the last of the queue: skip or pause instead")
+            }
+            try replace(with: index + 1, songFrame: 0, cut: true)
+        }
+        state.queue.remove(at: index)
+        if let current = state.currentIndex, index < current { state.currentIndex = current - 1 }
+    }
+
+    private func move(_ id: Int, to destination: Int) throws(PartyCommandError) {
+        let index = try index(of: id)
+        guard (0..<state.queue.count).contains(destination) else {
+            throw PartyCommandError(.invalid, "index \(destination) is outside the queue (0…\(state.queue.count - 1))")
+        }
+        let currentID = state.currentIndex.map { state.queue[$0].id }
+        let item = state.queue.remove(at: index)
+        state.queue.insert(item, at: destination)
+        state.currentIndex = currentID.flatMap { id in state.queue.firstIndex { $0.id == id } }
+    }
+
+    private func setPartyVolume(_ percent: Int) throws(PartyCommandError) {
+        guard (0...100).contains(percent) else { throw PartyCommandError(.invalid, "volume takes 0…100 percent") }
+        state.gains.partyVolume = percent
+        for id in everyone.union(state.gains.settings.keys) { ramp(id) }
+        updateGreeting()
+    }
+
+    private func setVolume(_ percent: Int, of name: String) throws(PartyCommandError) {
+        guard (0...100).contains(percent) else { throw PartyCommandError(.invalid, "volume takes 0…100 percent") }
+        let id = try listenerID(name)
+        state.gains.settings[id, default: GainPolicy.ListenerSettings()].volume = percent
+        ramp(id)
+    }
+
+    private func setMuted(_ muted: Bool, _ name: String) throws(PartyCommandError) {
+        let id = try listenerID(name)
+        state.gains.settings[id, default: GainPolicy.ListenerSettings()].muted = muted
+        ramp(id)
+    }
+
+    private func setLatencyOffset(_ milliseconds: Int, of name: String) throws(PartyCommandError) {
+        guard (-2000...2000).contains(milliseconds) else { throw PartyCommandError(.invalid, "the latency offset takes −2000…2000 ms") }
+        let id = try listenerID(name)
+        state.gains.settings[id, default: GainPolicy.ListenerSettings()].latencyOffsetMilliseconds = milliseconds
+        if let settings = frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)) { fanout.send(settings, toListener: id) }
+    }
+
+    // MARK: What the handlers share
+
+    private func index(of id: Int) throws(PartyCommandError) -> Int {
+        guard let index = state.queue.firstIndex(where: { $0.id == id }) else { throw PartyCommandError(.notFound, "no item \(id) in the queue") }
+        return index
+    }
+
+    /// Replaces what is heard from the next cut on (or, paused, what resume plays) with item
+    /// `index` from `songFrame`. `cut`: the old audio is withdrawn and faded out first.
+    private func replace(with index: Int, songFrame: Int, cut: Bool) throws(PartyCommandError) {
+        guard state.queue.indices.contains(index) else { throw PartyCommandError(.notFound, "no such item") }
+        var position = state.timeline.end
+        if cut && !state.timeline.paused {
+            position = try cutPosition()
+            fadeEveryone(to: 0, endingAt: position)
+            _ = withdraw(from: position)
+            state.timeline.cut(at: position)
+        }
+        state.pending.removeAll(keepingCapacity: true)
+        state.reachedEnd = false
+        state.source = nil
+        state.packets = nil
+        do throws(PartyCastError) {
+            try open(index: index, atSongFrame: songFrame, position: position)
+        } catch {
+            state.queue[index].failure = error
+            logger.warning("cannot play \(state.queue[index].source.label): \(error.message)")
+            do throws(PartyCastError) {
+                _ = try openFirstPlayable(from: index + 1)
+            } catch {
+                logger.warning("nor the items after it: \(error.message)")
+            }
+            throw PartyCommandError(.invalid, "\(state.queue[index].source.label): \(error.message)")
+        }
+        if state.timeline.paused {
+            state.timeline.hold(item: state.queue[index].id, songFrame: songFrame)
+        } else if cut {
+            fadeEveryoneIn(at: position)
+        }
+    }
+
+    /// The first chunk boundary heard at least the control margin (and a fade) from now: the frame
+    /// where a command takes effect on every listener. Sends ahead up to it if it is not sent yet.
+    private func cutPosition() throws(PartyCommandError) -> UInt64 {
+        let earliest = state.timeline.position(at: now() + Self.controlMarginNanoseconds) + UInt64(fadeFrames)
+        if let boundary = state.timeline.sentBoundary(atOrAfter: earliest) { return boundary }
+        do throws(PartyCastError) {
+            while state.timeline.end < earliest && !state.reachedEnd && (state.source != nil || state.packets != nil) {
+                try sendNextChunk()
+            }
+        } catch {
+            throw PartyCommandError(.failed, error.message)
+        }
+        fanout.flushChunks()
+        return state.timeline.end
+    }
+
+    /// Takes back every chunk from `position` on: from the backlog, the batch, and (by telling
+    /// them) from every listener; returns what they carried.
+    private func withdraw(from position: UInt64) -> [Timeline.SentChunk] {
+        let withdrawn = state.timeline.withdraw(from: position)
+        if let notice = frame(Messages.withdraw(from: position)) { fanout.withdraw(from: position, notice: notice) }
+        return withdrawn
+    }
+
+    /// The song and its frame heard at the next cut, or paused on.
+    private func currentlyHeard() -> (item: Int, songFrame: Int)? {
+        state.timeline.heard(at: state.timeline.position(at: now() + Self.controlMarginNanoseconds))
+    }
+
+    private func listenerID(_ name: String) throws(PartyCommandError) -> String {
+        let peers = fanout.peers
+        if peers.contains(where: { $0.listenerID == name }) || state.gains.settings[name] != nil { return name }
+        let named = Set(peers.filter { $0.name == name }.map(\.listenerID))
+        guard let id = named.first else { throw PartyCommandError(.notFound, "no listener \(name)") }
+        guard named.count == 1 else { throw PartyCommandError(.ambiguous, "\(named.count) listeners are called \(name): use an id") }
+        return id
+    }
+}

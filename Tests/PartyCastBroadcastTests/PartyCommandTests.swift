@@ -1,0 +1,236 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+@testable import PartyCastBroadcast
+import PartyCastCodec
+import PartyCastControlSeam
+import PartyCastCore
+import PartyCastWire
+import Synchronization
+import XCTest
+
+/// The party's commands in-process: a pacer driven by hand on a clock the test moves, and a listener
+/// that is an EmbeddedChannel joined to the real Fanout. No threads, sockets or sleeps. The songs
+/// are ramps (sample n of song b is b + n), so where each sample went says what the listener heard.
+final class PartyCommandTests: XCTestCase {
+    static let rate = 48000
+    static let chunk: UInt64 = 960  // PCM chunks of 20 ms
+    static let fade: UInt64 = 240  // 5 ms
+    static let margin = Party.controlMarginNanoseconds
+
+    /// Mono 48 kHz, 10 s: sample n is `base + n`.
+    final class RampSource: PCMSource {
+        let base: Float
+        let frames = 10 * PartyCommandTests.rate
+        var next = 0
+        init(base: Float) { self.base = base }
+        var format: AudioFormat? { AudioFormat(sampleRate: PartyCommandTests.rate, channels: 1) }
+        var tags: TrackTags { TrackTags(title: "ramp from \(Int(base))") }
+        var duration: Duration { .exact(frames: frames) }
+        var isSeekable: Bool { true }
+        func prepare() throws(PartyCastError) {}
+        func produce(into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+            guard next < frames else { return false }
+            let count = min(1000, frames - next)
+            buffer.append(contentsOf: (next..<next + count).map { base + Float($0) })
+            next += count
+            return true
+        }
+        func seek(toFrame frame: Int) throws(PartyCastError) { next = frame }
+    }
+
+    final class ManualClock: Sendable {
+        let nanoseconds = Atomic<UInt64>(monotonicNanoseconds())
+        func advance(milliseconds: UInt64) { nanoseconds.add(milliseconds * 1_000_000, ordering: .relaxed) }
+        var now: UInt64 { nanoseconds.load(ordering: .relaxed) }
+    }
+
+    /// What the listener was sent, applied as a listener applies it: a Withdraw drops the chunks
+    /// from its position on.
+    struct Listener {
+        var chunks: [UInt64: [Float]] = [:]
+        var withdrawals: [UInt64] = []
+        var gains: [PCGain] = []
+        var pausedStates: [Bool] = []
+        var metadata: [PCMetadata] = []
+
+        /// The samples heard from `position` on, for `count` frames (nil where nothing was sent).
+        func samples(from position: UInt64, count: Int) -> [Float?] {
+            var heard = [Float?](repeating: nil, count: count)
+            for (start, samples) in chunks where start < position + UInt64(count) && start + UInt64(samples.count) > position {
+                for (offset, sample) in samples.enumerated() {
+                    let frame = start + UInt64(offset)
+                    if frame >= position && frame < position + UInt64(count) { heard[Int(frame - position)] = sample }
+                }
+            }
+            return heard
+        }
+    }
+
+    var clock: ManualClock!
+    var channel: EmbeddedChannel!
+    var party: Party!
+    var decoder = WireFrameDecoder()
+    var listener = Listener()
+
+    override func setUp() {
+        clock = ManualClock()
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let fanout = Fanout(logger: logger)
+        var options = BroadcastOptions(name: "test party")
+        options.codec = WireCodecs.all.first { $0.name == "pcm" }!
+        let sources = [0, 1_000_000].map { base in
+            ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
+        }
+        let clock = clock!
+        party = Party(sources: sources, library: [], options: options, fanout: fanout, logger: logger,
+                      opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, now: { clock.now })
+        channel = EmbeddedChannel()
+        XCTAssertNotNil(fanout.join(channel: channel, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
+    }
+
+    /// Sends what the pacer would have sent by now, and reads it as the listener.
+    func pump() throws {
+        while !party.state.timeline.paused && !party.state.reachedEnd && party.nextChunkDue <= clock.now + Party.batchWindowNanoseconds { try party.sendNextChunk() }
+        party.fanout.flushChunks()
+        while let bytes = try channel.readOutbound(as: ByteBuffer.self) { decoder.push(bytes.readableBytesView) }
+        while let envelope = try decoder.next() {
+            switch envelope.body {
+            case .audioChunk(let chunk):
+                listener.chunks[chunk.mediaPosition] = chunk.payload.withUnsafeBytes { raw in
+                    (0..<raw.count / 4).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self))) }
+                }
+            case .withdraw(let withdraw):
+                listener.withdrawals.append(withdraw.fromPosition)
+                listener.chunks = listener.chunks.filter { $0.key < withdraw.fromPosition }
+            case .gain(let gain): listener.gains.append(gain)
+            case .partyState(let state): listener.pausedStates.append(state.paused)
+            case .metadata(let metadata): listener.metadata.append(metadata)
+            default: break
+            }
+        }
+    }
+
+    /// Starts the party (1 s from now) and plays 1.5 s: 0.5 s of the first song has been heard.
+    func startAndPlay() throws {
+        XCTAssertTrue(try party.start())
+        try pump()
+        clock.advance(milliseconds: 1500)
+        try pump()
+        listener.gains = []
+        listener.metadata = []
+    }
+
+    /// Applies a command as the pacer does between chunks, and reads what it sent.
+    @discardableResult
+    func command(_ command: PartyCommand) throws -> PartyCommandError? {
+        do throws(PartyCommandError) {
+            try party.apply(command)
+            party.publishState()
+        } catch {
+            return error
+        }
+        try pump()
+        return nil
+    }
+
+    /// Compares runs of samples by their first difference, not as two long lists.
+    func assertSamples(_ heard: [Float?], _ expected: [Float?], _ what: String, line: UInt = #line) {
+        XCTAssertEqual(heard.count, expected.count, what, line: line)
+        if let index = heard.indices.first(where: { $0 < expected.count && heard[$0] != expected[$0] }) {
+            XCTFail("\(what): sample \(index) is \(heard[index].map { "\($0)" } ?? "missing"), expected \(expected[index].map { "\($0)" } ?? "missing")", line: line)
+        }
+    }
+
+    /// Where a command given now takes effect: the first chunk boundary heard at least the control
+    /// margin and a fade from now.
+    func expectedCut() -> UInt64 {
+        let earliest = party.state.timeline.position(at: clock.now + Self.margin) + Self.fade
+        return (earliest + Self.chunk - 1) / Self.chunk * Self.chunk
+    }
+
+    func testPauseAndResumeLoseAndRepeatNoSample() throws {
+        try startAndPlay()
+        let cut = expectedCut()
+        XCTAssertNil(try command(.pause))
+        XCTAssertEqual(listener.withdrawals, [cut])
+        XCTAssertEqual(listener.pausedStates.last, true)
+        XCTAssertEqual(listener.gains.map { [Double($0.gain), Double($0.atPosition), Double($0.rampFrames)] }, [[0, Double(cut - Self.fade), Double(Self.fade)]],
+                       "faded out, silent at the cut")
+        XCTAssertTrue(party.snapshot.paused)
+        XCTAssertEqual(party.snapshot.elapsedSeconds, Double(cut) / Double(Self.rate), "paused on the cut")
+
+        clock.advance(milliseconds: 5000)
+        let resumeAt = party.state.timeline.position(at: clock.now + Self.margin)
+        XCTAssertNil(try command(.resume))
+        XCTAssertEqual(listener.withdrawals, [cut], "a resume takes nothing back")
+        XCTAssertEqual(listener.pausedStates.last, false)
+        XCTAssertEqual(listener.gains.last.map { [Double($0.gain), Double($0.atPosition), Double($0.rampFrames)] }, [1, Double(resumeAt), Double(Self.fade)])
+        XCTAssertEqual(listener.metadata.last.map { [$0.startPosition, $0.songFrame] }, [resumeAt, cut])
+        clock.advance(milliseconds: 500)
+        try pump()
+
+        // The song up to the cut, one chunk of silence, nothing until the resume, then the song on.
+        assertSamples(listener.samples(from: 0, count: Int(cut)), (0..<Int(cut)).map { Float($0) }, "before the cut")
+        assertSamples(listener.samples(from: cut, count: Int(Self.chunk)), Array(repeating: 0, count: Int(Self.chunk)), "at the cut")
+        let gap = Int(resumeAt - cut - Self.chunk)
+        assertSamples(listener.samples(from: cut + Self.chunk, count: gap), Array(repeating: nil, count: gap), "while paused")
+        assertSamples(listener.samples(from: resumeAt, count: 24000), (0..<24000).map { Float(Int(cut) + $0) }, "from the resume")
+    }
+
+    func testSeekPlaysTheSongFromThatSecondAtTheCut() throws {
+        try startAndPlay()
+        let cut = expectedCut()
+        XCTAssertNil(try command(.seek(seconds: 2)))
+        XCTAssertEqual(listener.withdrawals, [cut])
+        XCTAssertEqual(listener.gains.map { [Double($0.gain), Double($0.atPosition)] }, [[0, Double(cut - Self.fade)], [1, Double(cut)]],
+                       "out just before the cut, in from it")
+        XCTAssertEqual(listener.metadata.last.map { [$0.startPosition, $0.songFrame] }, [cut, 96000])
+        clock.advance(milliseconds: 500)
+        try pump()
+        assertSamples(listener.samples(from: cut - 10, count: 20), (0..<20).map { Float($0 < 10 ? Int(cut) - 10 + $0 : 96000 + $0 - 10) }, "around the cut")
+        clock.advance(milliseconds: 500)
+        XCTAssertEqual(party.snapshot.current, 1)
+        XCTAssertEqual(party.snapshot.elapsedSeconds, 2 + Double(party.state.timeline.position(at: clock.now) - cut) / Double(Self.rate), accuracy: 1e-9)
+    }
+
+    func testNextPlaysTheNextSongFromItsStart() throws {
+        try startAndPlay()
+        let cut = expectedCut()
+        XCTAssertNil(try command(.next))
+        clock.advance(milliseconds: 500)
+        try pump()
+        assertSamples(listener.samples(from: cut - 2, count: 4), [Float(cut) - 2, Float(cut) - 1, 1_000_000, 1_000_001], "around the cut")
+        clock.advance(milliseconds: 500)
+        XCTAssertEqual(party.snapshot.current, 2)
+        XCTAssertEqual(try command(.next)?.kind, .invalid, "the second song is the last")
+    }
+
+    func testVolumesRampFromTheControlMarginOn() throws {
+        try startAndPlay()
+        let at = party.state.timeline.position(at: clock.now + Self.margin)
+        XCTAssertNil(try command(.listenerVolume(listener: "kitchen", percent: 50)))
+        XCTAssertEqual(listener.gains.map { [Double($0.gain), Double($0.atPosition), Double($0.rampFrames)] }, [[0.125, Double(at), 1440]])
+        XCTAssertNil(try command(.partyVolume(percent: 50)))
+        XCTAssertEqual(listener.gains.last?.gain, 1.0 / 64)
+        XCTAssertEqual(party.snapshot.listeners.map { [$0.id, "\($0.volume)"] }, [["L1", "50"]])
+        XCTAssertEqual(party.snapshot.volume, 50)
+    }
+
+    func testRefusedCommandsLeaveThePartyAsItWas() throws {
+        try startAndPlay()
+        let before = party.snapshot
+        XCTAssertEqual(try command(.seek(seconds: -1))?.kind, .invalid)
+        XCTAssertEqual(try command(.seek(seconds: 10))?.kind, .invalid, "the song lasts 10 s")
+        XCTAssertEqual(try command(.partyVolume(percent: 101))?.kind, .invalid)
+        XCTAssertEqual(try command(.listenerVolume(listener: "garden", percent: 50))?.kind, .notFound)
+        XCTAssertEqual(try command(.play(item: 99))?.kind, .notFound)
+        XCTAssertEqual(try command(.move(item: 1, index: 2))?.kind, .invalid)
+        XCTAssertEqual(try command(.latencyOffset(listener: "kitchen", milliseconds: 2001))?.kind, .invalid)
+        XCTAssertEqual(listener.withdrawals, [])
+        XCTAssertEqual(listener.gains.count, 0)
+        var after = party.snapshot
+        after.elapsedSeconds = before.elapsedSeconds
+        XCTAssertEqual(after, before)
+    }
+}
