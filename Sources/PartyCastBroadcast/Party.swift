@@ -27,7 +27,7 @@ public struct PartySource: Sendable {
     public typealias OpenPackets = @Sendable () throws(PartyCastError) -> PacketSource
     /// What the broadcaster was given (a path, `tone:…`): what `add` matches against.
     public var spec: String
-    /// Shown when the source has no title of its own.
+    /// Shown when the source has no title of its own; a file's name is anyone's text, so cleaned.
     public var label: String
     /// A pipe or a station: played at its own pace, never opened just to look at it.
     public var isLive: Bool
@@ -37,7 +37,7 @@ public struct PartySource: Sendable {
 
     public init(spec: String, label: String, isLive: Bool = false, open: @escaping Open, openPackets: OpenPackets? = nil) {
         self.spec = spec
-        self.label = label
+        self.label = String(untrusted: label)
         self.isLive = isLive
         self.open = open
         self.openPackets = openPackets
@@ -207,6 +207,7 @@ public final class Party: PartyControl {
                 view.current = heard.segment.item
                 view.elapsedSeconds = Double(heard.songFrame) / Double(p.sampleRate)
             }
+            view.refused = fanout.refusals.counts
             view.listeners = peers.map { peer in
                 let settings = p.settings[peer.listenerID] ?? ListenerSettings()
                 return PartySnapshot.Listener(id: peer.listenerID, name: peer.name, host: peer.host, address: peer.address,

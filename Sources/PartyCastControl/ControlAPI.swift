@@ -56,19 +56,27 @@ struct ControlAPI: Sendable {
     let control: any PartyControl
     let key: PartyKey?
     let pages: WebPages
+    let names: OwnNames
+    let refusals: Refusals
+    /// Wrong keys per address, on every route and the event stream alike.
+    let throttle = KeyGuessThrottle()
+    let commandRate = CommandRate()
 
-    func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    func router() -> Router<ControlContext> {
+        let router = Router(context: ControlContext.self)
         router.add(middleware: JSONErrors())
+        // Before anything else, the page included: a rebound name must not even read the page.
+        router.add(middleware: HostCheck(names: names, refusals: refusals))
         for page in pages.paths {
             router.get(RouterPath(page)) { _, _ in try pages.response(for: page) }
         }
         let api = router.group("api")
-        api.add(middleware: SameOrigin())
-        api.add(middleware: BearerKey(key: key))
+        api.add(middleware: SameOrigin(refusals: refusals))
+        api.add(middleware: BearerKey(key: key, throttle: throttle, refusals: refusals))
+        api.add(middleware: CommandRateLimit(rate: commandRate, refusals: refusals))
         // Every route's methods, so another method on a known path answers 405 rather than 404.
         var methods: [String: [HTTPRequest.Method]] = [:]
-        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
+        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ControlContext) async throws -> Response) {
             methods[path, default: []].append(method)
             api.on(RouterPath(path), method: method, use: handler)
         }
@@ -119,9 +127,12 @@ struct ControlAPI: Sendable {
 
     /// Only /api/events upgrades; it authenticates by its first message, which a browser can send
     /// where it cannot set a header.
-    func webSocketRouter() -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
-        router.ws("api/events") { inbound, outbound, _ in
+    func webSocketRouter() -> Router<ControlWebSocketContext> {
+        let router = Router(context: ControlWebSocketContext.self)
+        // A refused upgrade falls through to the HTTP router, whose same checks answer 421 or 403.
+        router.add(middleware: HostCheck(names: names, refusals: refusals))
+        router.add(middleware: SameOrigin(refusals: refusals))
+        router.ws("api/events") { inbound, outbound, context in
             var messages = inbound.messages(maxSize: 4096).makeAsyncIterator()
             if let key {
                 // A remote that never says the key does not get to hold the connection open.
@@ -130,10 +141,20 @@ struct ControlAPI: Sendable {
                     try await outbound.close(.policyViolation, reason: "no party key within 10 s")
                 }
                 defer { deadline.cancel() }
-                guard case .text(let text)? = try await messages.next(),
-                      let presented = try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)),
-                      PartyKey(secret: presented.key).matches(key) else {
+                let address = context.requestContext.remoteAddress?.ipAddress ?? "?"
+                let presented: String? = if case .text(let text)? = try await messages.next() {
+                    (try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)))?.key
+                } else { nil }
+                let verdict = presented.map { presented in
+                    Result { () throws(APIError) in try Self.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) }
+                } ?? .success(false)
+                switch verdict {
+                case .success(true): break
+                case .success(false):
                     try await outbound.close(.policyViolation, reason: "the party key is wrong or missing")
+                    return
+                case .failure(let refusal):
+                    try await outbound.close(.policyViolation, reason: refusal.message)
                     return
                 }
             }
@@ -173,14 +194,33 @@ struct ControlAPI: Sendable {
         }
     }
 
-    private func itemID(_ context: BasicRequestContext) throws -> Int {
+    /// One online guess of the key from `address`: after `KeyGuessThrottle.freeGuesses` wrong ones,
+    /// one a second (a 429, the guess not even checked); every wrong one counted and logged.
+    static func checkKey(_ presented: String, key: PartyKey, from address: String, throttle: KeyGuessThrottle,
+                         refusals: Refusals) throws(APIError) -> Bool {
+        let (allowed, refused) = throttle.answer(address)
+        guard allowed else {
+            if KeyGuessThrottle.worthLogging(refused) {
+                refusals.refuse(.controlKey, "remote control: refused \(refused) key guess(es) from \(address) so far: one a second after \(KeyGuessThrottle.freeGuesses) wrong")
+            }
+            throw APIError(.tooManyRequests, "too many wrong keys from your address: one guess a second", headers: [.retryAfter: "1"])
+        }
+        guard PartyKey(secret: presented).matches(key) else {
+            refusals.refuse(.controlKey, "remote control: a wrong party key from \(address) (\(throttle.failures(address)) unconfirmed)")
+            return false
+        }
+        throttle.confirmed(address)
+        return true
+    }
+
+    private func itemID(_ context: ControlContext) throws -> Int {
         guard let id = context.parameters.get("id", as: Int.self) else {
             throw APIError(.badRequest, "a queue item id is a whole number")
         }
         return id
     }
 
-    private func listenerID(_ context: BasicRequestContext) throws -> String {
+    private func listenerID(_ context: ControlContext) throws -> String {
         let raw = context.parameters.get("id") ?? ""
         return raw.removingPercentEncoding ?? raw
     }
@@ -280,15 +320,23 @@ func sameOrigin(_ request: Request) -> Bool {
 }
 
 struct SameOrigin<Context: RequestContext>: RouterMiddleware {
+    let refusals: Refusals
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard sameOrigin(request) else { throw APIError(.forbidden, "a request from another site's page is refused") }
+        guard sameOrigin(request) else {
+            refusals.refuse(.foreignOrigin, "remote control: refused \(request.method) \(String(untrusted: request.uri.path, limit: 60)) "
+                            + "from a page of \(String(untrusted: request.headers[.origin] ?? "", limit: 60))")
+            throw APIError(.forbidden, "a request from another site's page is refused")
+        }
         return try await next(request, context)
     }
 }
 
 /// A private party's routes want `Authorization: Bearer <party key>`.
-struct BearerKey<Context: RequestContext>: RouterMiddleware {
+struct BearerKey<Context: RequestContext & RemoteAddressRequestContext>: RouterMiddleware {
     let key: PartyKey?
+    let throttle: KeyGuessThrottle
+    let refusals: Refusals
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key else { return try await next(request, context) }
@@ -296,7 +344,8 @@ struct BearerKey<Context: RequestContext>: RouterMiddleware {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
         }
-        guard PartyKey(secret: String(header.dropFirst(7))).matches(key) else {
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard try ControlAPI.checkKey(String(header.dropFirst(7)), key: key, from: address, throttle: throttle, refusals: refusals) else {
             throw APIError(.unauthorized, "wrong party key")
         }
         return try await next(request, context)

@@ -186,6 +186,9 @@ struct Ctl: AsyncParsableCommand {
             lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
                 + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)\(clock)")
         }
+        if !s.refused.isEmpty {
+            lines.append("refused: " + s.refused.sorted { $0.key < $1.key }.map { "\($0.value) \(String(untrusted: $0.key, limit: 60))" }.joined(separator: ", "))
+        }
         return lines
     }
 }
