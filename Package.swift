@@ -229,6 +229,8 @@ let package = Package(
         .testTarget(name: "PackagingTests", dependencies: ["PartyCastTestSupport"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
+        // Hostile guests against a broadcaster process (issue 26's table): memory, log, a listener that plays.
+        .testTarget(name: "HostileGuestTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
             "PartyCastControl", "PartyCastBroadcast", "PartyCastWire", "PartyCastTestSupport",

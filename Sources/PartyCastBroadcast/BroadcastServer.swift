@@ -40,6 +40,7 @@ public final class BroadcastServer: Sendable {
         let throttle = KeyGuessThrottle()
         let census = ConnectionCensus()
         let refusals = fanout.refusals
+        let peerLog = ThrottledLog(logger: logger)
         bind = { port in
             ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -60,7 +61,7 @@ public final class BroadcastServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
                                                                                    clockResponder: clockResponder, sealing: sealing,
                                                                                    throttle: throttle, census: census, refusals: refusals,
-                                                                                   logger: logger))
+                                                                                   peerLog: peerLog, logger: logger))
                     }
                 }
                 .bind(host: host, port: port)
@@ -176,6 +177,8 @@ final class PeerHandler: ChannelInboundHandler {
     private let throttle: KeyGuessThrottle
     private let census: ConnectionCensus
     private let refusals: Refusals
+    /// Joins and departures: a crowd of guests must not fill the log either.
+    private let peerLog: ThrottledLog
     private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var state = State.awaitingHello
@@ -185,7 +188,8 @@ final class PeerHandler: ChannelInboundHandler {
     private var clockAllowance = ClockRequestAllowance()
 
     init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, clockResponder: ClockResponder?,
-         sealing: RecordSealingHandler, throttle: KeyGuessThrottle, census: ConnectionCensus, refusals: Refusals, logger: Logger) {
+         sealing: RecordSealingHandler, throttle: KeyGuessThrottle, census: ConnectionCensus, refusals: Refusals,
+         peerLog: ThrottledLog, logger: Logger) {
         self.fanout = fanout
         self.key = key
         self.welcome = welcome
@@ -194,6 +198,7 @@ final class PeerHandler: ChannelInboundHandler {
         self.throttle = throttle
         self.census = census
         self.refusals = refusals
+        self.peerLog = peerLog
         self.logger = logger
         decoder.maxMessageBytes = StreamBudgets.frameBytesBeforeJoining
     }
@@ -288,7 +293,7 @@ final class PeerHandler: ChannelInboundHandler {
                           clockBoundMicroseconds: status.hasClockBoundMicroseconds ? Int(status.clockBoundMicroseconds) : nil,
                           latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))))
         case (.joined(_, let name, _), .goodbye?):
-            logger.info("\(name)@\(address) left")
+            peerLog.info("\(name)@\(address) left")
             close(context)
         case (.awaitingHello, _):
             drop(context, .badData, "spoke before saying Hello")
@@ -355,12 +360,12 @@ final class PeerHandler: ChannelInboundHandler {
                                    address: address, first: bytes.map { [ByteBuffer(bytes: $0)] } ?? []) else {
             if let clockToken { clockResponder?.dismiss(clockToken) }
             state = .closed
-            logger.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
+            peerLog.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
             return
         }
         state = .joined(id: id, name: peer.name, clockToken: clockToken)
         decoder.maxMessageBytes = StreamBudgets.frameBytesJoined
-        logger.info("\(peer.name)@\(address) joined")
+        peerLog.info("\(peer.name)@\(address) joined")
     }
 
     private func send(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
@@ -397,7 +402,7 @@ final class PeerHandler: ChannelInboundHandler {
         switch state {
         case .joined(_, let name, _):
             leave()
-            logger.info("\(name)@\(address) disconnected")
+            peerLog.info("\(name)@\(address) disconnected")
         case .awaitingKeyProof(let peer, _):
             // A listener that found our confirmation wrong may close before its refusal gets here.
             let failures = max(1, throttle.failures(address))

@@ -63,3 +63,33 @@ public final class Refusals: Sendable {
         tallies.withLockedValue { Dictionary(uniqueKeysWithValues: $0.map { ($0.key.rawValue, $0.value.count) }) }
     }
 }
+
+/// Info lines a crowd of peers could multiply (joined, left): a burst, then a few a second, and the
+/// next line written says how many were left out. A party's real comings and goings all show.
+final class ThrottledLog: Sendable {
+    struct State {
+        var bucket: TokenBucket
+        var skipped = 0
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let logger: Logger
+
+    init(logger: Logger, burst: Double = 50, perSecond: Double = 5) {
+        self.logger = logger
+        state = NIOLockedValueBox(State(bucket: TokenBucket(burst: burst, perSecond: perSecond)))
+    }
+
+    func info(_ line: @autoclosure () -> String) {
+        let skipped: Int? = state.withLockedValue { s in
+            guard s.bucket.take() else {
+                s.skipped &+= 1
+                return nil
+            }
+            defer { s.skipped = 0 }
+            return s.skipped
+        }
+        guard let skipped else { return }
+        logger.info("\(line())\(skipped > 0 ? " (\(skipped) other arrivals and departures not logged)" : "")")
+    }
+}

@@ -61,6 +61,7 @@ struct ControlAPI: Sendable {
     /// Wrong keys per address, on every route and the event stream alike.
     let throttle = KeyGuessThrottle()
     let commandRate = CommandRate()
+    let sessions = ControlSessions()
 
     func router() -> Router<ControlContext> {
         let router = Router(context: ControlContext.self)
@@ -72,10 +73,16 @@ struct ControlAPI: Sendable {
         }
         let api = router.group("api")
         api.add(middleware: SameOrigin(refusals: refusals))
-        api.add(middleware: BearerKey(key: key, throttle: throttle, refusals: refusals))
-        api.add(middleware: CommandRateLimit(rate: commandRate, refusals: refusals))
         // Every route's methods, so another method on a known path answers 405 rather than 404.
         var methods: [String: [HTTPRequest.Method]] = [:]
+        // The key handshake, before BearerKey: it is how a remote gets a token without the key.
+        let handshake = api.group("session")
+        methods["session"] = [.post]
+        methods["session/confirm"] = [.post]
+        handshake.post { request, context in try await startSession(request, context) }
+        handshake.post("confirm") { request, context in try await confirmSession(request, context) }
+        api.add(middleware: BearerKey(key: key, sessions: sessions, throttle: throttle, refusals: refusals))
+        api.add(middleware: CommandRateLimit(rate: commandRate, refusals: refusals))
         func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ControlContext) async throws -> Response) {
             methods[path, default: []].append(method)
             api.on(RouterPath(path), method: method, use: handler)
@@ -146,7 +153,8 @@ struct ControlAPI: Sendable {
                     (try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)))?.key
                 } else { nil }
                 let verdict = presented.map { presented in
-                    Result { () throws(APIError) in try Self.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) }
+                    sessions.isValid(token: presented) ? .success(true)
+                        : Result { () throws(APIError) in try Self.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) }
                 } ?? .success(false)
                 switch verdict {
                 case .success(true): break
@@ -192,6 +200,36 @@ struct ControlAPI: Sendable {
         } catch let error as DecodingError {
             throw APIError(.badRequest, Self.describe(error, body: Data(buffer: body)))
         }
+    }
+
+    /// POST /api/session: answers a remote's CPace share with the broadcaster's share and proof.
+    /// Each answer is one online guess, throttled per address like the stream port's.
+    private func startSession(_ request: Request, _ context: ControlContext) async throws -> Response {
+        guard let key else { throw APIError(.notFound, "this party is public: there is no key to prove") }
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        let (allowed, refused) = throttle.answer(address)
+        guard allowed else {
+            if KeyGuessThrottle.worthLogging(refused) {
+                refusals.refuse(.controlKey, "remote control: refused \(refused) key handshake(s) from \(address) so far: one a second after \(KeyGuessThrottle.freeGuesses) wrong")
+            }
+            throw APIError(.tooManyRequests, "too many unconfirmed key handshakes from your address: one a second", headers: [.retryAfter: "1"])
+        }
+        guard let challenge = sessions.start(try await decode(ControlSession.Start.self, request), key: key, address: address) else {
+            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 32-byte share, base64), or too many at once")
+        }
+        return try json(challenge)
+    }
+
+    /// POST /api/session/confirm: a token when the remote's confirmation proves the key.
+    private func confirmSession(_ request: Request, _ context: ControlContext) async throws -> Response {
+        guard key != nil else { throw APIError(.notFound, "this party is public: there is no key to prove") }
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard let token = sessions.confirm(try await decode(ControlSession.Confirm.self, request), address: address) else {
+            refusals.refuse(.controlKey, "remote control: a key handshake from \(address) did not prove the key (\(throttle.failures(address)) unconfirmed)")
+            throw APIError(.unauthorized, "the key handshake did not prove the party key (another key, or a handshake over 10 s old)")
+        }
+        throttle.confirmed(address)
+        return try json(token)
     }
 
     /// One online guess of the key from `address`: after `KeyGuessThrottle.freeGuesses` wrong ones,
@@ -332,9 +370,12 @@ struct SameOrigin<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// A private party's routes want `Authorization: Bearer <party key>`.
+/// A private party's routes want `Authorization: Bearer` and a token from the key handshake
+/// (`/api/session`, what `ctl` does), or the key itself (the page, which has no CPace of its own yet).
 struct BearerKey<Context: RequestContext & RemoteAddressRequestContext>: RouterMiddleware {
     let key: PartyKey?
+    /// Tokens from the key handshake (`/api/session`): what `ctl` sends instead of the key.
+    let sessions: ControlSessions
     let throttle: KeyGuessThrottle
     let refusals: Refusals
 
@@ -344,8 +385,10 @@ struct BearerKey<Context: RequestContext & RemoteAddressRequestContext>: RouterM
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
         }
+        let presented = String(header.dropFirst(7))
+        if sessions.isValid(token: presented) { return try await next(request, context) }
         let address = context.remoteAddress?.ipAddress ?? "?"
-        guard try ControlAPI.checkKey(String(header.dropFirst(7)), key: key, from: address, throttle: throttle, refusals: refusals) else {
+        guard try ControlAPI.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) else {
             throw APIError(.unauthorized, "wrong party key")
         }
         return try await next(request, context)

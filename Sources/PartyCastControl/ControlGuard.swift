@@ -69,8 +69,8 @@ struct HostCheck<Context: RequestContext>: RouterMiddleware {
 /// Commands (anything but GET) per client address: a burst, then a few a second. Reading status
 /// is left free; a remote that drives the party faster than a person could is refused with 429.
 final class CommandRate: Sendable {
-    static let burst = 20.0
-    static let perSecond = 5.0
+    static let burst = 50.0
+    static let perSecond = 10.0
     /// Addresses remembered; beyond it the table starts over (an attacker with more addresses
     /// than this gets a fresh burst each, still bounded per address).
     static let maxAddresses = 4096
