@@ -353,6 +353,9 @@ struct MethodNotAllowed<Context: RequestContext>: RouterMiddleware {
 /// are not browsers send no Origin.
 func sameOrigin(_ request: Request) -> Bool {
     guard let origin = request.headers[.origin] else { return true }
+    // A browser's Origin is its page's http(s) origin (or "null"); any other scheme (a WebSocket
+    // client's ws://) is a program, which could as well send no Origin at all.
+    if let scheme = origin.range(of: "://").map({ origin[..<$0.lowerBound].lowercased() }), scheme != "http" && scheme != "https" { return true }
     guard let host = request.head.authority else { return false }  // HTTP/1.1's Host, as HTTPTypes names it
     return origin == "http://\(host)" || origin == "https://\(host)"
 }
