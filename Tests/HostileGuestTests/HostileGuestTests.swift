@@ -83,7 +83,7 @@ final class HostileGuestTests: XCTestCase {
     /// RSS 777 MB → 1.59 GB in 15 s. Now the flood is cut off and its answers never pile up.
     func testAClockFloodWhilePausedIsCutOff() throws {
         let directory = try temporaryDirectory()
-        let party = try startParty(seconds: 8)
+        let party = try startParty(seconds: 12)
         XCTAssertEqual(try curl(["-X", "POST", "\(party.control)/api/pause"]).status, 200)
         let guest = try XCTUnwrap(GuestSocket(port: party.port, receiveBufferBytes: 2048))
         XCTAssertTrue(guest.hello())
@@ -114,7 +114,7 @@ final class HostileGuestTests: XCTestCase {
     /// in 0.3 s. Now each is refused from its length prefix (a few KiB until a peer has joined).
     func testHalfSentMegabyteFramesBeforeHelloCostNothing() throws {
         let directory = try temporaryDirectory()
-        let party = try startParty(seconds: 6)
+        let party = try startParty(seconds: 15)
         let joined = try join(party, recording: "\(directory)/played.wav")
         var prefix = withUnsafeBytes(of: UInt32(1 << 20).bigEndian) { Array($0) }
         prefix += [UInt8](repeating: 0x0A, count: 64 * 1024)
@@ -138,24 +138,30 @@ final class HostileGuestTests: XCTestCase {
     /// per-address cap, and a listener from another address joins and plays throughout.
     func testAThousandHellosHoldNoMoreThanTheCap() throws {
         let directory = try temporaryDirectory()
-        let party = try startParty(seconds: 8)
+        // The song outlasts the attack, which is bounded in time too (a loaded machine connects slowly).
+        let party = try startParty(seconds: 40)
         var guests: [GuestSocket] = []
         var peak = 0.0
         var joined: BackgroundProcess?
-        for k in 0..<1000 {
-            if k == 500 { joined = try join(party, recording: "\(directory)/played.wav") }
+        let attackDeadline = Date().addingTimeInterval(20)
+        for k in 0..<1000 where Date() < attackDeadline {
+            if k == 500 || (joined == nil && attackDeadline.timeIntervalSinceNow < 10) {
+                joined = try join(party, recording: "\(directory)/played.wav")
+            }
             guard let guest = GuestSocket(port: party.port, receiveBufferBytes: 4096) else { continue }
             _ = guest.hello(name: "crowd\(k)")
             guests.append(guest)
             if k % 50 == 0 { peak = max(peak, residentMiB(party.process.pid)) }
         }
-        let status = try waitForRefusals("connections over the per-address cap", atLeast: 900, party)
+        XCTAssertGreaterThan(guests.count, 200, "the attack itself got going")
+        let evicted = guests.count - 40
+        let status = try waitForRefusals("connections over the per-address cap", atLeast: evicted, party)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any])
         let listeners = try XCTUnwrap(json["listeners"] as? [[String: Any]])
         XCTAssertLessThanOrEqual(listeners.count, 33, "at most the per-address cap of guests, and the real listener")
         try assertPlayed(try XCTUnwrap(joined), recording: "\(directory)/played.wav", atLeast: 3, party)
         peak = max(peak, residentMiB(party.process.pid))
-        assertBounded(party, peakMiB: peak, refusals: "connections over the per-address cap", atLeast: 900, status: status)
+        assertBounded(party, peakMiB: peak, refusals: "connections over the per-address cap", atLeast: evicted, status: status)
     }
 
     /// Row 4: idle connections to the control port. Before: at the 1,024-descriptor limit a real
