@@ -31,6 +31,7 @@ public final class ControlServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Hummingbird's own start and stop lines would repeat what the broadcaster says itself.
         var serverLogger = logger
+        serverLogger.handler = ThrottledLogHandler(wrapping: logger.handler)
         if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
         let refusals = refusals ?? Refusals(logger: logger)
         let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger),
