@@ -252,7 +252,7 @@ final class PeerHandler: ChannelInboundHandler {
         case (.awaitingHello, .hello(let hello)?):
             if let mismatch = protocolMismatch(peerVersion: hello.protocolVersion, peerRole: "listener") {
                 send(mismatch, context)
-                drop(context, .refusedPeer, "speaks protocol \(hello.protocolVersion)")
+                drop(context, .protocolMismatch, "speaks protocol \(hello.protocolVersion)")
                 return
             }
             // A listener without an id of its own gets one for this connection: settings never leak between peers.
@@ -262,7 +262,7 @@ final class PeerHandler: ChannelInboundHandler {
             guard let key else { return join(peer, clockKey: nil, context) }
             guard hello.holdsKey else {
                 send(PCEnvelope.failure(.keyRequired, "this party is private: join it with --key (or PARTYCAST_KEY)"), context)
-                drop(context, .refusedPeer, "(\(peer.name)) has no party key; refused it")
+                drop(context, .noKey, "(\(peer.name)) has no party key; refused it")
                 return
             }
             challenge(peer, hello, key: key, context)

@@ -17,6 +17,8 @@ public final class Refusals: Sendable {
         case connectionsTotal = "connections over the total cap"
         case acceptFailed = "accept failed"
         case refusedPeer = "peer refused"
+        case noKey = "no party key"
+        case protocolMismatch = "another protocol version"
         /// Control port.
         case foreignHost = "control: foreign Host"
         case foreignOrigin = "control: foreign Origin"
