@@ -57,7 +57,7 @@ test: deps fixtures $(VENV)/.installed
 
 # The inner loop: the in-process tests on a debug build, without the classes that drive the programs
 # or third-party servers (those run in `make test`).
-END_TO_END := --skip '^(BroadcastTests|LANTests|PackagingTests|ListenerTests|SkewAnalyzerTests|HostileBroadcasterTests)\.' \
+END_TO_END := --skip '^(BroadcastTests|LANTests|PackagingTests|ListenerTests|SkewAnalyzerTests|HostileBroadcasterTests|HostileGuestTests)\.' \
 	--skip '\.(IcecastTests|RemotePageBrowserTests|OpenAPIContractTests)/'
 check: deps fixtures $(VENV)/.installed
 	swift build --build-tests

@@ -142,7 +142,8 @@ let package = Package(
         .executableTarget(name: "partycast-netem", dependencies: ["CTun"], path: "Tools/partycast-netem"),
         // The seam between the party and its remotes: commands, snapshots and the PartyControl protocol
         // Broadcast's Party conforms to, so that Control needs none of the broadcaster's insides.
-        .target(name: "PartyCastControlSeam"),
+        // Also what both sides of the broadcaster count and throttle: refusals, key guesses.
+        .target(name: "PartyCastControlSeam", dependencies: ["PartyCastCore", .product(name: "Logging", package: "swift-log")]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
@@ -226,7 +227,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast", "PartyCastControlSeam"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
@@ -236,6 +237,8 @@ let package = Package(
         .testTarget(name: "PackagingTests", dependencies: ["PartyCastTestSupport"]),
         // A fake broadcaster, written from the protocol, that feeds the real listener hostile streams.
         .testTarget(name: "HostileBroadcasterTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastCodec"]),
+        // Hostile guests against a broadcaster process (issue 26's table): memory, log, a listener that plays.
+        .testTarget(name: "HostileGuestTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
             "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "PartyCastTestSupport",

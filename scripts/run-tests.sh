@@ -18,7 +18,7 @@ rm -f "$logs"/*.log "$logs"/*.status
 slowest=(
     BadLinkSyncTests LoopbackBroadcastTests PartyControlTests PartySyncTests DebianPackageTests
     PrivatePartyOnLANTests LANTests StationPartyOnLANTests PrivatePartyLoopbackTests HostileBroadcasterTests
-    HTTPSourceTests OpenAPIContractTests SkewAnalyzerTests IcecastTests PipeSourceTests DiscoveryOnLANTests
+    HostileGuestTests HTTPSourceTests OpenAPIContractTests SkewAnalyzerTests IcecastTests PipeSourceTests DiscoveryOnLANTests
 )
 if [ $# -gt 0 ]; then
     classes=("$@")

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PartyCastClockExchange
+import PartyCastControlSeam
 import PartyCastCore
 import PartyCastWire
 
@@ -37,24 +38,30 @@ public final class BroadcastServer: Sendable {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let throttle = KeyGuessThrottle()
+        let census = ConnectionCensus()
+        let refusals = fanout.refusals
+        let peerLog = ThrottledLog(logger: logger)
         bind = { port in
             ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger(logger: logger)) }
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AcceptErrorBackoff(refusals: refusals)) }
                 }
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 // About 5 s of Opus, or 1 s of float PCM: a peer further behind than this is not writable.
                 .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // Nearest the socket: it counts the bytes as sent, sealed or not.
+                        try channel.pipeline.syncOperations.addHandler(OutboundBudget(refusals: refusals))
                         // Nearer the socket than the PeerHandler, so the fan-out's writes pass it too.
                         let sealing = RecordSealingHandler()
                         try channel.pipeline.syncOperations.addHandler(sealing)
                         try channel.pipeline.syncOperations.addHandler(PeerHandler(fanout: fanout, key: key, welcome: welcome,
                                                                                    clockResponder: clockResponder, sealing: sealing,
-                                                                                   throttle: throttle, logger: logger))
+                                                                                   throttle: throttle, census: census, refusals: refusals,
+                                                                                   peerLog: peerLog, logger: logger))
                     }
                 }
                 .bind(host: host, port: port)
@@ -120,17 +127,25 @@ public final class BroadcastServer: Sendable {
     }
 }
 
-/// Says what went wrong accepting a connection (an accepted socket that failed on the way, or an
-/// error that makes NIO close the listening socket); the socket's own fate is NIO's and
-/// `BroadcastServer.keepListening`'s.
-private final class AcceptErrorLogger: ChannelInboundHandler, Sendable {
+/// Says what went wrong accepting a connection (out of descriptors, an accepted socket that failed
+/// on the way), at most once a second with a count, and stops accepting for a moment: NIO keeps a
+/// listening socket open on EMFILE and the like, and its readiness would otherwise spin the loop
+/// (816,213 log lines in 3 s at a full descriptor table). Whether the socket closes is NIO's call
+/// and `BroadcastServer.keepListening`'s.
+private final class AcceptErrorBackoff: ChannelInboundHandler, Sendable {
     typealias InboundIn = Channel
-    private let logger: Logger
+    static let pause = TimeAmount.milliseconds(100)
+    private let refusals: Refusals
 
-    init(logger: Logger) { self.logger = logger }
+    init(refusals: Refusals) { self.refusals = refusals }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        logger.warning("accepting a listener failed: \(error)")
+        refusals.refuse(.acceptFailed, "accepting a listener failed: \(error); pausing accepts for \(Self.pause.nanoseconds / 1_000_000) ms")
+        let channel = context.channel
+        channel.setOption(.autoRead, value: false).whenSuccess {
+            // A closed channel refuses the option: `keepListening` opens a new one, nothing to undo.
+            channel.eventLoop.scheduleTask(in: Self.pause) { channel.setOption(.autoRead, value: true).whenFailure { _ in } }
+        }
         context.fireErrorCaught(error)
     }
 }
@@ -160,31 +175,55 @@ final class PeerHandler: ChannelInboundHandler {
     private let clockResponder: ClockResponder?
     private let sealing: RecordSealingHandler
     private let throttle: KeyGuessThrottle
+    private let census: ConnectionCensus
+    private let refusals: Refusals
+    /// Joins and departures: a crowd of guests must not fill the log either.
+    private let peerLog: ThrottledLog
     private let logger: Logger
     private var decoder = WireFrameDecoder()
     private var state = State.awaitingHello
     private var address = "?"
     private var receivedAt: UInt64 = 0
+    private var censusID: UInt64?
+    private var clockAllowance = ClockRequestAllowance()
 
     init(fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope, clockResponder: ClockResponder?,
-         sealing: RecordSealingHandler, throttle: KeyGuessThrottle, logger: Logger) {
+         sealing: RecordSealingHandler, throttle: KeyGuessThrottle, census: ConnectionCensus, refusals: Refusals,
+         peerLog: ThrottledLog, logger: Logger) {
         self.fanout = fanout
         self.key = key
         self.welcome = welcome
         self.clockResponder = clockResponder
         self.sealing = sealing
         self.throttle = throttle
+        self.census = census
+        self.refusals = refusals
+        self.peerLog = peerLog
         self.logger = logger
+        decoder.maxMessageBytes = StreamBudgets.frameBytesBeforeJoining
     }
 
     func channelActive(context: ChannelHandlerContext) {
         address = context.remoteAddress?.ipAddress ?? "?"
+        switch census.admit(context.channel, address: address) {
+        case .admitted(let id, let evicted):
+            censusID = id
+            if let evicted {
+                refusals.refuse(.connectionsPerAddress, "closed an older connection that had not yet joined or reported, to make room for one from \(address)")
+                evicted.close(promise: nil)
+            }
+        case .refused(let kind):
+            refusals.refuse(kind, "refused a connection from \(address): \(kind.rawValue) (\(census.perAddress) per address, \(census.total) in all)")
+            state = .closed
+            context.close(promise: nil)
+            return
+        }
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: BroadcastServer.handshakeTimeout) {
             let (handler, context) = loopBound.value
             switch handler.state {
             case .awaitingHello:
-                handler.drop(context, "sent no Hello within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
+                handler.drop(context, .silentPeer, "sent no Hello within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s")
             case .awaitingKeyProof(let peer, _):
                 handler.refuseGuess(peer, "did not finish the key handshake within \(BroadcastServer.handshakeTimeout.nanoseconds / 1_000_000_000) s", context)
             case .joined, .closed:
@@ -202,7 +241,7 @@ final class PeerHandler: ChannelInboundHandler {
         do {
             while !isClosed, let envelope = try decoder.next() { handle(envelope, context) }
         } catch {
-            drop(context, "sent bad data (\(error))")
+            drop(context, error.isOverBudget ? .oversizedFrame : .badData, "sent bad data (\(error))")
         }
     }
 
@@ -213,7 +252,7 @@ final class PeerHandler: ChannelInboundHandler {
         case (.awaitingHello, .hello(let hello)?):
             if let mismatch = protocolMismatch(peerVersion: hello.protocolVersion, peerRole: "listener") {
                 send(mismatch, context)
-                drop(context, "speaks protocol \(hello.protocolVersion)")
+                drop(context, .protocolMismatch, "speaks protocol \(hello.protocolVersion)")
                 return
             }
             // A listener without an id of its own gets one for this connection: settings never leak between peers.
@@ -223,7 +262,7 @@ final class PeerHandler: ChannelInboundHandler {
             guard let key else { return join(peer, clockKey: nil, context) }
             guard hello.holdsKey else {
                 send(PCEnvelope.failure(.keyRequired, "this party is private: join it with --key (or PARTYCAST_KEY)"), context)
-                drop(context, "(\(peer.name)) has no party key; refused it")
+                drop(context, .noKey, "(\(peer.name)) has no party key; refused it")
                 return
             }
             challenge(peer, hello, key: key, context)
@@ -244,19 +283,20 @@ final class PeerHandler: ChannelInboundHandler {
             refuseGuess(peer, "refused this broadcaster's key: \(String(untrusted: error.message))", context)
         case (_, .error(let error)?):
             // A listener refusing us: its key differs, or it wants a private party and this one is public.
-            drop(context, "refused this broadcaster: \(String(untrusted: error.message))")
+            drop(context, .refusedPeer, "refused this broadcaster: \(String(untrusted: error.message))")
         case (.joined, .clockRequest(let request)?):
-            send(ClockResponder.answer(request, receivedAt: receivedAt), context)
+            answerClock(request, context)
         case (.joined(let id, _, _), .status(let status)?):
+            if let censusID { census.prove(censusID, address: address) }
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds),
                           syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil,
                           clockBoundMicroseconds: status.hasClockBoundMicroseconds ? Int(status.clockBoundMicroseconds) : nil,
                           latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))))
         case (.joined(_, let name, _), .goodbye?):
-            logger.info("\(name)@\(address) left")
+            peerLog.info("\(name)@\(address) left")
             close(context)
         case (.awaitingHello, _):
-            drop(context, "spoke before saying Hello")
+            drop(context, .badData, "spoke before saying Hello")
         case (.awaitingKeyProof(let peer, _), _):
             refuseGuess(peer, "broke off the key handshake", context)
         default:
@@ -320,11 +360,12 @@ final class PeerHandler: ChannelInboundHandler {
                                    address: address, first: bytes.map { [ByteBuffer(bytes: $0)] } ?? []) else {
             if let clockToken { clockResponder?.dismiss(clockToken) }
             state = .closed
-            logger.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
+            peerLog.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
             return
         }
         state = .joined(id: id, name: peer.name, clockToken: clockToken)
-        logger.info("\(peer.name)@\(address) joined")
+        decoder.maxMessageBytes = StreamBudgets.frameBytesJoined
+        peerLog.info("\(peer.name)@\(address) joined")
     }
 
     private func send(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
@@ -332,8 +373,22 @@ final class PeerHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil)
     }
 
-    private func drop(_ context: ChannelHandlerContext, _ reason: String) {
-        logger.warning("closed connection from \(address): it \(reason)")
+    /// Answers a clock request over TCP (where UDP does not get through) within the UDP responder's
+    /// rate; none while the connection is backed up (an answer queued behind audio is useless, and
+    /// would pile up), and a flood well over the rate ends the connection.
+    private func answerClock(_ request: PCClockRequest, _ context: ChannelHandlerContext) {
+        guard clockAllowance.take(now: receivedAt) else {
+            if clockAllowance.overRateInARow > ClockRequestAllowance.overRateTolerated {
+                drop(context, .clockFlood, "sent clock requests far over \(Int(ClockResponder.requestsPerSecond))/s")
+            }
+            return
+        }
+        guard context.channel.isWritable else { return }
+        send(ClockResponder.answer(request, receivedAt: receivedAt), context)
+    }
+
+    private func drop(_ context: ChannelHandlerContext, _ kind: Refusals.Kind, _ reason: String) {
+        refusals.refuse(kind, "closed connection from \(address): it \(reason)")
         close(context)
     }
 
@@ -347,7 +402,7 @@ final class PeerHandler: ChannelInboundHandler {
         switch state {
         case .joined(_, let name, _):
             leave()
-            logger.info("\(name)@\(address) disconnected")
+            peerLog.info("\(name)@\(address) disconnected")
         case .awaitingKeyProof(let peer, _):
             // A listener that found our confirmation wrong may close before its refusal gets here.
             let failures = max(1, throttle.failures(address))
@@ -357,6 +412,7 @@ final class PeerHandler: ChannelInboundHandler {
         case .awaitingHello, .closed:
             break
         }
+        if let censusID { census.release(censusID, address: address) }
         state = .closed
         context.fireChannelInactive()
     }
@@ -369,6 +425,6 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        drop(context, "failed: \(error)")
+        drop(context, .badData, "failed: \(error)")
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import PartyCastControlSeam
 import PartyCastCore
 import Synchronization
 
@@ -64,10 +65,13 @@ public final class Fanout: Sendable {
     /// Told (outside the lock) when a listener joins, leaves or reports.
     private let observers = LockedValueBox<[@Sendable () -> Void]>([])
     public let maxSkippedChunks: Int
+    /// What the broadcaster refused its peers (the stream port's and the remote control's), for `status`.
+    public let refusals: Refusals
     private let logger: Logger
 
     public init(maxSkippedChunks: Int = 150, logger: Logger) {
         self.maxSkippedChunks = maxSkippedChunks
+        self.refusals = Refusals(logger: logger)
         self.logger = logger
     }
 
@@ -172,7 +176,7 @@ public final class Fanout: Sendable {
         }
         for id in cutOff {
             guard let peer = s.peers.removeValue(forKey: id) else { continue }
-            logger.warning("cut off \(peer.info.name)@\(peer.info.address): its connection fell \(maxSkippedChunks) chunks behind")
+            refusals.refuse(.slowReader, "cut off \(peer.info.name)@\(peer.info.address): its connection fell \(maxSkippedChunks) chunks behind")
             peer.channel.close(promise: nil)
         }
     }

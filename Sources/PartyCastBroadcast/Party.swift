@@ -227,6 +227,7 @@ public final class Party: PartyControl {
                 view.current = heard.item
                 view.elapsedSeconds = Double(heard.songFrame) / Double(p.sampleRate)
             }
+            view.refused = fanout.refusals.counts
             view.listeners = peers.map { peer in
                 let settings = p.settings[peer.listenerID] ?? GainPolicy.ListenerSettings()
                 return PartySnapshot.Listener(id: peer.listenerID, name: peer.name, host: peer.host, address: peer.address,

@@ -13,15 +13,14 @@ public final class ClockResponder: Sendable {
     /// Requests a listener may send in a burst, and per second after it: its first second (every
     /// 5 ms), and twice its densest pace (every 2.5 ms), so jitter in its timer never costs an answer;
     /// a flood from a stolen token is cut.
-    static let burst = 200.0
-    static let requestsPerSecond = 800.0
+    public static let burst = 200.0
+    public static let requestsPerSecond = 800.0
 
     struct Session {
         var key: ClockDatagramKey?
         /// At a private party, the requests' sequences seen: a replayed request is not answered again.
         var sequences = ReplayWindow()
-        var allowance = ClockResponder.burst
-        var refilledAt: UInt64
+        var rate: TokenBucket
     }
 
     /// Live connections by token, and the datagrams dropped so far: one lock for both, taken once
@@ -62,7 +61,7 @@ public final class ClockResponder: Sendable {
     public func admit(key: ClockDatagramKey?) -> UInt64 {
         let token = UInt64.random(in: 1...UInt64.max)
         let now = monotonicNanoseconds()
-        table.withLockedValue { $0.sessions[token] = Session(key: key, refilledAt: now) }
+        table.withLockedValue { $0.sessions[token] = Session(key: key, rate: TokenBucket(burst: Self.burst, perSecond: Self.requestsPerSecond, now: now)) }
         return token
     }
 
@@ -130,15 +129,9 @@ public final class ClockResponder: Sendable {
             guard key.verify(request) else { return nil }
             guard session.sequences.accept(request.sequence) else { return nil }
         }
-        let elapsed = Double(arrivedAt &- min(arrivedAt, session.refilledAt)) / 1e9
-        session.allowance = min(burst, session.allowance + elapsed * requestsPerSecond)
-        session.refilledAt = max(arrivedAt, session.refilledAt)
-        guard session.allowance >= 1 else {
-            sessions[request.token] = session
-            return nil
-        }
-        session.allowance -= 1
+        let withinRate = session.rate.take(now: arrivedAt)
         sessions[request.token] = session
+        guard withinRate else { return nil }
         var answer = PCClockDatagram()
         answer.token = request.token
         answer.sequence = request.sequence

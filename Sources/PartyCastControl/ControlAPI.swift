@@ -57,19 +57,34 @@ struct ControlAPI: Sendable {
     let control: any PartyControl
     let key: PartyKey?
     let pages: WebPages
+    let names: OwnNames
+    let refusals: Refusals
+    /// Wrong keys per address, on every route and the event stream alike.
+    let throttle = KeyGuessThrottle()
+    let commandRate = CommandRate()
+    let sessions = ControlSessions()
 
-    func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    func router() -> Router<ControlContext> {
+        let router = Router(context: ControlContext.self)
         router.add(middleware: JSONErrors())
+        // Before anything else, the page included: a rebound name must not even read the page.
+        router.add(middleware: HostCheck(names: names, refusals: refusals))
         for page in pages.paths {
             router.get(RouterPath(page)) { _, _ in try pages.response(for: page) }
         }
         let api = router.group("api")
-        api.add(middleware: SameOrigin())
-        api.add(middleware: BearerKey(key: key))
+        api.add(middleware: SameOrigin(refusals: refusals))
         // Every route's methods, so another method on a known path answers 405 rather than 404.
         var methods: [String: [HTTPRequest.Method]] = [:]
-        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
+        // The key handshake, before BearerKey: it is how a remote gets a token without the key.
+        let handshake = api.group("session")
+        methods["session"] = [.post]
+        methods["session/confirm"] = [.post]
+        handshake.post { request, context in try await startSession(request, context) }
+        handshake.post("confirm") { request, context in try await confirmSession(request, context) }
+        api.add(middleware: BearerKey(key: key, sessions: sessions, throttle: throttle, refusals: refusals))
+        api.add(middleware: CommandRateLimit(rate: commandRate, refusals: refusals))
+        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ControlContext) async throws -> Response) {
             methods[path, default: []].append(method)
             api.on(RouterPath(path), method: method, use: handler)
         }
@@ -120,9 +135,12 @@ struct ControlAPI: Sendable {
 
     /// Only /api/events upgrades; it authenticates by its first message, which a browser can send
     /// where it cannot set a header.
-    func webSocketRouter() -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
-        router.ws("api/events") { inbound, outbound, _ in
+    func webSocketRouter() -> Router<ControlWebSocketContext> {
+        let router = Router(context: ControlWebSocketContext.self)
+        // A refused upgrade falls through to the HTTP router, whose same checks answer 421 or 403.
+        router.add(middleware: HostCheck(names: names, refusals: refusals))
+        router.add(middleware: SameOrigin(refusals: refusals))
+        router.ws("api/events") { inbound, outbound, context in
             var messages = inbound.messages(maxSize: 4096).makeAsyncIterator()
             if let key {
                 // A remote that never says the key does not get to hold the connection open.
@@ -131,10 +149,21 @@ struct ControlAPI: Sendable {
                     try await outbound.close(.policyViolation, reason: "no party key within 10 s")
                 }
                 defer { deadline.cancel() }
-                guard case .text(let text)? = try await messages.next(),
-                      let presented = try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)),
-                      PartyKey(secret: presented.key).matches(key) else {
+                let address = context.requestContext.remoteAddress?.ipAddress ?? "?"
+                let presented: String? = if case .text(let text)? = try await messages.next() {
+                    (try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)))?.key
+                } else { nil }
+                let verdict = presented.map { presented in
+                    sessions.isValid(token: presented) ? .success(true)
+                        : Result { () throws(APIError) in try Self.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) }
+                } ?? .success(false)
+                switch verdict {
+                case .success(true): break
+                case .success(false):
                     try await outbound.close(.policyViolation, reason: "the party key is wrong or missing")
+                    return
+                case .failure(let refusal):
+                    try await outbound.close(.policyViolation, reason: refusal.message)
                     return
                 }
             }
@@ -174,14 +203,63 @@ struct ControlAPI: Sendable {
         }
     }
 
-    private func itemID(_ context: BasicRequestContext) throws -> Int {
+    /// POST /api/session: answers a remote's CPace share with the broadcaster's share and proof.
+    /// Each answer is one online guess, throttled per address like the stream port's.
+    private func startSession(_ request: Request, _ context: ControlContext) async throws -> Response {
+        guard let key else { throw APIError(.notFound, "this party is public: there is no key to prove") }
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        let (allowed, refused) = throttle.answer(address)
+        guard allowed else {
+            if KeyGuessThrottle.worthLogging(refused) {
+                refusals.refuse(.controlKey, "remote control: refused \(refused) key handshake(s) from \(address) so far: one a second after \(KeyGuessThrottle.freeGuesses) wrong")
+            }
+            throw APIError(.tooManyRequests, "too many unconfirmed key handshakes from your address: one a second", headers: [.retryAfter: "1"])
+        }
+        guard let challenge = sessions.start(try await decode(ControlSession.Start.self, request), key: key, address: address) else {
+            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 32-byte share, base64), or too many at once")
+        }
+        return try json(challenge)
+    }
+
+    /// POST /api/session/confirm: a token when the remote's confirmation proves the key.
+    private func confirmSession(_ request: Request, _ context: ControlContext) async throws -> Response {
+        guard key != nil else { throw APIError(.notFound, "this party is public: there is no key to prove") }
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard let token = sessions.confirm(try await decode(ControlSession.Confirm.self, request), address: address) else {
+            refusals.refuse(.controlKey, "remote control: a key handshake from \(address) did not prove the key (\(throttle.failures(address)) unconfirmed)")
+            throw APIError(.unauthorized, "the key handshake did not prove the party key (another key, or a handshake over 10 s old)")
+        }
+        throttle.confirmed(address)
+        return try json(token)
+    }
+
+    /// One online guess of the key from `address`: after `KeyGuessThrottle.freeGuesses` wrong ones,
+    /// one a second (a 429, the guess not even checked); every wrong one counted and logged.
+    static func checkKey(_ presented: String, key: PartyKey, from address: String, throttle: KeyGuessThrottle,
+                         refusals: Refusals) throws(APIError) -> Bool {
+        let (allowed, refused) = throttle.answer(address)
+        guard allowed else {
+            if KeyGuessThrottle.worthLogging(refused) {
+                refusals.refuse(.controlKey, "remote control: refused \(refused) key guess(es) from \(address) so far: one a second after \(KeyGuessThrottle.freeGuesses) wrong")
+            }
+            throw APIError(.tooManyRequests, "too many wrong keys from your address: one guess a second", headers: [.retryAfter: "1"])
+        }
+        guard PartyKey(secret: presented).matches(key) else {
+            refusals.refuse(.controlKey, "remote control: a wrong party key from \(address) (\(throttle.failures(address)) unconfirmed)")
+            return false
+        }
+        throttle.confirmed(address)
+        return true
+    }
+
+    private func itemID(_ context: ControlContext) throws -> Int {
         guard let id = context.parameters.get("id", as: Int.self) else {
             throw APIError(.badRequest, "a queue item id is a whole number")
         }
         return id
     }
 
-    private func listenerID(_ context: BasicRequestContext) throws -> String {
+    private func listenerID(_ context: ControlContext) throws -> String {
         let raw = context.parameters.get("id") ?? ""
         return raw.removingPercentEncoding ?? raw
     }
@@ -276,20 +354,34 @@ struct MethodNotAllowed<Context: RequestContext>: RouterMiddleware {
 /// are not browsers send no Origin.
 func sameOrigin(_ request: Request) -> Bool {
     guard let origin = request.headers[.origin] else { return true }
+    // A browser's Origin is its page's http(s) origin (or "null"); any other scheme (a WebSocket
+    // client's ws://) is a program, which could as well send no Origin at all.
+    if let scheme = origin.range(of: "://").map({ origin[..<$0.lowerBound].lowercased() }), scheme != "http" && scheme != "https" { return true }
     guard let host = request.head.authority else { return false }  // HTTP/1.1's Host, as HTTPTypes names it
     return origin == "http://\(host)" || origin == "https://\(host)"
 }
 
 struct SameOrigin<Context: RequestContext>: RouterMiddleware {
+    let refusals: Refusals
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard sameOrigin(request) else { throw APIError(.forbidden, "a request from another site's page is refused") }
+        guard sameOrigin(request) else {
+            refusals.refuse(.foreignOrigin, "remote control: refused \(request.method) \(String(untrusted: request.uri.path, limit: 60)) "
+                            + "from a page of \(String(untrusted: request.headers[.origin] ?? "", limit: 60))")
+            throw APIError(.forbidden, "a request from another site's page is refused")
+        }
         return try await next(request, context)
     }
 }
 
-/// A private party's routes want `Authorization: Bearer <party key>`.
-struct BearerKey<Context: RequestContext>: RouterMiddleware {
+/// A private party's routes want `Authorization: Bearer` and a token from the key handshake
+/// (`/api/session`, what `ctl` does), or the key itself (the page, which has no CPace of its own yet).
+struct BearerKey<Context: RequestContext & RemoteAddressRequestContext>: RouterMiddleware {
     let key: PartyKey?
+    /// Tokens from the key handshake (`/api/session`): what `ctl` sends instead of the key.
+    let sessions: ControlSessions
+    let throttle: KeyGuessThrottle
+    let refusals: Refusals
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key else { return try await next(request, context) }
@@ -297,7 +389,10 @@ struct BearerKey<Context: RequestContext>: RouterMiddleware {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
         }
-        guard PartyKey(secret: String(header.dropFirst(7))).matches(key) else {
+        let presented = String(header.dropFirst(7))
+        if sessions.isValid(token: presented) { return try await next(request, context) }
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard try ControlAPI.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) else {
             throw APIError(.unauthorized, "wrong party key")
         }
         return try await next(request, context)

@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -20,17 +21,33 @@ public final class ControlServer: Sendable {
 
     /// Binds before returning, so a busy port is an error here rather than a log line later.
     /// Blocks the calling thread until then: call it from a plain thread, not an event loop.
-    public init(control: any PartyControl, host: String, port: Int, key: PartyKey?, logger: Logger) throws(PartyCastError) {
+    /// Idle keep-alive connections close after this; silent new ones sooner (`ControlConnections`).
+    static let idleTimeout = TimeAmount.seconds(30)
+
+    /// - Parameter names: the Host names it answers to (default: this machine's own, `OwnNames.current`).
+    /// - Parameter refusals: where its refusals are counted (the broadcaster's, for `status`).
+    public init(control: any PartyControl, host: String, port: Int, key: PartyKey?, names: OwnNames? = nil,
+                refusals: Refusals? = nil, logger: Logger) throws(PartyCastError) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Hummingbird's own start and stop lines would repeat what the broadcaster says itself.
         var serverLogger = logger
+        serverLogger.handler = ThrottledLogHandler(wrapping: logger.handler)
         if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
-        let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger))
+        let refusals = refusals ?? Refusals(logger: logger)
+        let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger),
+                             names: names ?? OwnNames.current(bind: host), refusals: refusals)
+        let connections = ControlConnections(refusals: refusals)
+        let webSocketResponder = api.webSocketRouter().buildResponder()
+        let server = HTTPServerBuilder { responder in
+            GuardedChildChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                    configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
+                                connections: connections)
+        }
         let bound = group.next().makePromise(of: Int.self)
         let stopped = group.next().makePromise(of: Void.self)
         let app = Application(
             router: api.router(),
-            server: .http1WebSocketUpgrade(webSocketRouter: api.webSocketRouter()),
+            server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
             eventLoopGroupProvider: .shared(group),

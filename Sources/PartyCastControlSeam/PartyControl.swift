@@ -112,6 +112,9 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
     public var listeners: [Listener] = []
     /// True once the queue has played out and the broadcast is over.
     public var ended = false
+    /// What the broadcaster refused its peers so far, by kind (`Refusals.Kind`): oversized frames,
+    /// peers that do not read, connections over a cap, foreign Host or Origin, wrong keys…
+    public var refused: [String: Int] = [:]
 
     public init() {}
 }

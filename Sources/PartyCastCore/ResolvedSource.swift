@@ -6,7 +6,7 @@ public struct ResolvedSource: Sendable {
     public typealias OpenPackets = @Sendable () throws(PartyCastError) -> PacketSource
     /// What was given: a path, `tone:…`, `-`, `pipe:PATH`, a URL.
     public var spec: String
-    /// Shown when the source has no title of its own.
+    /// Shown when the source has no title of its own; a file's name is anyone's text, so cleaned.
     public var label: String
     /// A pipe or a station: it plays at its own pace, cannot seek, and is opened only to play
     /// (looking at it first would eat its audio).
@@ -17,7 +17,7 @@ public struct ResolvedSource: Sendable {
 
     public init(spec: String, label: String, isLive: Bool, open: @escaping Open, openPackets: OpenPackets? = nil) {
         self.spec = spec
-        self.label = label
+        self.label = String(untrusted: label)
         self.isLive = isLive
         self.open = open
         self.openPackets = openPackets

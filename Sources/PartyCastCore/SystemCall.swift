@@ -62,3 +62,16 @@ public func localHostName() -> String {
     gethostname(&buffer, buffer.count)
     return String(cString: buffer)
 }
+
+/// Raises the soft limit on open descriptors to the hard one and returns it: a broadcaster holds a
+/// socket per listener and per remote, and at the usual soft 1,024 a crowd of idle connections would
+/// leave no descriptor for a real listener (the connection caps stay well below the hard limit).
+@discardableResult
+public func raiseOpenFileLimit() throws(SystemCallError) -> UInt64 {
+    var limit = rlimit()
+    _ = try systemCall("getrlimit") { getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) }
+    guard limit.rlim_cur < limit.rlim_max else { return UInt64(limit.rlim_cur) }
+    limit.rlim_cur = limit.rlim_max
+    _ = try systemCall("setrlimit") { setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) }
+    return UInt64(limit.rlim_cur)
+}

@@ -6,6 +6,9 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A length beyond `WireFraming.maxMessageBytes`, refused from the prefix alone, before any
     /// allocation, so a hostile or confused peer cannot make us reserve up to 4 GiB.
     case messageTooLarge(claimed: UInt32)
+    /// A length within the protocol's limit but over what the connection allows at this stage
+    /// (`WireFrameDecoder.maxMessageBytes`: a peer that has not joined sends only small messages).
+    case overBudget(claimed: UInt32, limit: Int)
     /// A length of 0: only an envelope with no body serializes to nothing, and that says nothing.
     case zeroLength
     /// A body that is not a serialized `PCEnvelope` (or one that cannot be serialized).
@@ -16,6 +19,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .messageTooLarge(let claimed): "a message claims \(claimed) bytes (the limit is \(WireFraming.maxMessageBytes))"
+        case .overBudget(let claimed, let limit): "a message claims \(claimed) bytes (the limit at this stage is \(limit))"
         case .zeroLength: "a message of length 0"
         case .malformed(let why): "a malformed message (\(why))"
         case .unsealable(let why): why
@@ -73,6 +77,11 @@ public struct WireFrameDecoder: Sendable {
     private var opener: RecordOpener?
     /// The framed size (prefix included) of the message `next()` returned last: at least what holding it costs.
     public private(set) var lastMessageBytes = 0
+    /// The largest message accepted now: a server lowers it for peers that have not yet earned more,
+    /// so a stranger cannot make it hold a megabyte per connection. Never above the protocol's limit.
+    public var maxMessageBytes = WireFraming.maxMessageBytes {
+        didSet { maxMessageBytes = max(1, min(maxMessageBytes, WireFraming.maxMessageBytes)) }
+    }
     private static let options = { var o = BinaryDecodingOptions(); o.discardUnknownFields = true; return o }()
 
     public init() {}
@@ -117,6 +126,7 @@ public struct WireFrameDecoder: Sendable {
                 head += 4
                 if length == 0 { throw fail(.zeroLength) }
                 if length > WireFraming.maxMessageBytes { throw fail(.messageTooLarge(claimed: length)) }
+                if length > maxMessageBytes { throw fail(.overBudget(claimed: length, limit: maxMessageBytes)) }
                 state = .readingBody(length: Int(length))
             case .readingBody(let length):
                 guard buffer.count - head >= length else {
@@ -156,4 +166,9 @@ public struct WireFrameDecoder: Sendable {
         head = 0
         return error
     }
+}
+
+extension WireError {
+    /// A frame refused for its size at this stage of the connection, not for its content.
+    public var isOverBudget: Bool { if case .overBudget = self { true } else { false } }
 }

@@ -40,6 +40,9 @@ struct Share: ParsableCommand {
     @Option(help: "TCP port (0 picks a free one).")
     var port = 7360
 
+    @Option(help: "The address both ports listen on (default: every address of this machine; 127.0.0.1 keeps the party on this machine).")
+    var bind = "0.0.0.0"
+
     @Option(name: .customLong("control-port"), help: "The remote control's port: the web page and HTTP API (default: the stream port + 1, or a free one if that is taken; 0 picks a free one).")
     var controlPort: Int?
 
@@ -99,13 +102,18 @@ struct Share: ParsableCommand {
         options.loop = loop
         let playable = try playableSources(options: sourceOptions(logger: logger), logger: logger)
         let fanout = Fanout(logger: logger)
+        do {
+            try raiseOpenFileLimit()
+        } catch {
+            logger.warning("cannot raise the open-file limit (\(error)): fewer listeners and remotes may connect at once")
+        }
         let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
                                 fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
-        let server = try BroadcastServer(host: "0.0.0.0", port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
+        let server = try BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
         defer { server.shutdown() }
         // The remote control drives the party's command queue, as the keys below do.
-        let remote = try remoteControl(party: party, streamPort: server.port, key: partyKey, logger: logger)
+        let remote = try remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
         defer { remote.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
@@ -157,13 +165,13 @@ struct Share: ParsableCommand {
 
     /// The remote control on `--control-port`, else on the stream port + 1, else (that one taken by
     /// some other program) on a free port: an unasked-for port is no reason to refuse to play.
-    private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, logger: Logger) throws(PartyCastError) -> ControlServer {
+    private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, refusals: Refusals, logger: Logger) throws(PartyCastError) -> ControlServer {
         let preferred = controlPort ?? (port == 0 ? 0 : streamPort + 1)
         do throws(PartyCastError) {
-            return try ControlServer(control: party, host: "0.0.0.0", port: preferred, key: key, logger: logger)
+            return try ControlServer(control: party, host: bind, port: preferred, key: key, refusals: refusals, logger: logger)
         } catch where controlPort == nil && preferred != 0 {
             logger.notice("the remote control's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
-            return try ControlServer(control: party, host: "0.0.0.0", port: 0, key: key, logger: logger)
+            return try ControlServer(control: party, host: bind, port: 0, key: key, refusals: refusals, logger: logger)
         }
     }
 

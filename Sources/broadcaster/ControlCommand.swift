@@ -8,6 +8,7 @@ import PartyCastCLI
 import PartyCastControl
 import PartyCastCore
 import PartyCastDiscovery
+import PartyCastWire
 
 struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -89,7 +90,9 @@ struct Ctl: AsyncParsableCommand {
         let secret = try key.resolvedSecret
         do throws(PartyCastError) {
             let base = if let url { try Self.checked(url) } else { try Self.discover(name: name) }
-            let snapshot = try await Self.send(request, to: base, key: secret)
+            // The key itself never goes out: a token from the key handshake does, once the party proved it holds the key.
+            let token = if let secret { try await Self.openSession(at: base, key: PartyKey(secret: secret)) } else { nil as String? }
+            let snapshot = try await Self.send(request, to: base, bearer: token)
             if request.path == "/api/status" {
                 for line in Self.summary(snapshot) { Console.output(line) }
             } else {
@@ -126,11 +129,60 @@ struct Ctl: AsyncParsableCommand {
         return "http://\(service.address):\(service.txt["control"]!)"
     }
 
+    /// Proves the key to the party with CPace over two requests and returns the session token it
+    /// grants. The party proves it holds the key first: if its proof does not verify, nothing more is
+    /// sent (not even the command), and ctl exits 12.
+    static func openSession(at base: String, key: PartyKey) async throws(PartyCastError) -> String {
+        let handshake = KeyHandshake.Initiator(key: key)
+        let sessionID = Data(handshake.sessionID).base64EncodedString()
+        let challenge: ControlSession.Challenge = try await post(ControlSession.Start(sessionID: sessionID, share: Data(handshake.share).base64EncodedString()),
+                                                                 to: base + "/api/session")
+        guard let share = Data(base64Encoded: challenge.share), let proof = Data(base64Encoded: challenge.confirmation),
+              let (confirmation, _) = handshake.finish(broadcasterShare: [UInt8](share), broadcasterConfirmation: [UInt8](proof)) else {
+            throw PartyCastError(.key, "the party at \(base) could not prove it holds the party key (another key, or not the party you meant); sent it nothing more")
+        }
+        let token: ControlSession.Token = try await post(ControlSession.Confirm(sessionID: sessionID, confirmation: Data(confirmation).base64EncodedString()),
+                                                         to: base + "/api/session/confirm")
+        return token.token
+    }
+
+    private static func post<Answer: Decodable>(_ body: some Encodable, to url: String) async throws(PartyCastError) -> Answer {
+        var outgoing = HTTPClientRequest(url: url)
+        outgoing.method = .POST
+        outgoing.headers.add(name: "Content-Type", value: "application/json")
+        let status: HTTPResponseStatus
+        let data: Data
+        do {
+            outgoing.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(body)))
+            let response = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(10))
+            status = response.status
+            data = Data(buffer: try await response.body.collect(upTo: 64 * 1024))
+        } catch {
+            throw PartyCastError(.io, "cannot reach the party's remote control at \(url): \(error)")
+        }
+        guard status == .ok else { throw refusal(status, data) }
+        do { return try JSONDecoder().decode(Answer.self, from: data) } catch {
+            throw PartyCastError(.incompatible, "\(url) did not answer the key handshake; is it a PartyCast remote control of this version?")
+        }
+    }
+
+    /// A 4xx or 5xx answer as the error ctl exits with.
+    private static func refusal(_ status: HTTPResponseStatus, _ data: Data) -> PartyCastError {
+        let message = (try? JSONDecoder().decode(ControlErrorBody.self, from: data)).map { String(untrusted: $0.error, limit: 300) }
+            ?? "HTTP \(status.code) \(status.reasonPhrase)"
+        let code: PartyCastError.Code = switch status.code {
+        case 401, 403: .key
+        case 400..<500: .invalidArgument
+        default: .io
+        }
+        return PartyCastError(code, message)
+    }
+
     /// Sends the request; the party's answer is its new state, or a refusal whose message becomes the error.
-    private static func send(_ request: Request, to base: String, key: String?) async throws(PartyCastError) -> PartySnapshot {
+    private static func send(_ request: Request, to base: String, bearer: String?) async throws(PartyCastError) -> PartySnapshot {
         var outgoing = HTTPClientRequest(url: base + request.path)
         outgoing.method = request.method
-        if let key { outgoing.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        if let bearer { outgoing.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
         let status: HTTPResponseStatus
         let body: ByteBuffer
         do {
@@ -145,16 +197,7 @@ struct Ctl: AsyncParsableCommand {
             throw PartyCastError(.io, "cannot reach the party's remote control at \(base): \(error)")
         }
         let data = Data(buffer: body)
-        guard status == .ok else {
-            let message = (try? JSONDecoder().decode(ControlErrorBody.self, from: data)).map { String(untrusted: $0.error, limit: 300) }
-                ?? "HTTP \(status.code) \(status.reasonPhrase)"
-            let code: PartyCastError.Code = switch status.code {
-            case 401, 403: .key
-            case 400..<500: .invalidArgument
-            default: .io
-            }
-            throw PartyCastError(code, message)
-        }
+        guard status == .ok else { throw refusal(status, data) }
         do { return try JSONDecoder().decode(PartySnapshot.self, from: data) } catch {
             throw PartyCastError(.incompatible, "\(base) did not answer with a party's state; is it a PartyCast remote control?")
         }
@@ -185,6 +228,9 @@ struct Ctl: AsyncParsableCommand {
             let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
             lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
                 + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)\(clock)")
+        }
+        if !s.refused.isEmpty {
+            lines.append("refused: " + s.refused.sorted { $0.key < $1.key }.map { "\($0.value) \(String(untrusted: $0.key, limit: 60))" }.joined(separator: ", "))
         }
         return lines
     }

@@ -1,4 +1,4 @@
-@testable import PartyCastBroadcast
+@testable import PartyCastControlSeam
 import XCTest
 
 /// Online guesses at the party key: a few free per address, then one a second, counted when the

@@ -203,13 +203,16 @@ final class ControlServerTests: XCTestCase {
 
     func testAPrivatePartyWantsTheKeyOnEveryAPIRoute() async throws {
         try restart(key: PartyKey(secret: secret))
-        for route in [(HTTPMethod.GET, "/api/status"), (.POST, "/api/pause"), (.GET, "/api/items/1/cover"), (.GET, "/api/library")] {
+        for (index, route) in [(HTTPMethod.GET, "/api/status"), (.POST, "/api/pause"), (.GET, "/api/items/1/cover"), (.GET, "/api/library")].enumerated() {
             let bare = try await call(route.0, route.1)
             XCTAssertEqual(bare.status, 401, route.1)
             XCTAssertTrue(try bare.error().contains("private"))
-            let wrong = try await call(route.0, route.1, headers: ["Authorization": "Bearer correct horse battery!"])
-            XCTAssertEqual(wrong.status, 401, route.1)
-            XCTAssertEqual(try wrong.error(), "wrong party key")
+            // Two wrong keys only: a third would leave the right one below waiting a second (ControlKeyTests).
+            if index < 2 {
+                let wrong = try await call(route.0, route.1, headers: ["Authorization": "Bearer correct horse battery!"])
+                XCTAssertEqual(wrong.status, 401, route.1)
+                XCTAssertEqual(try wrong.error(), "wrong party key")
+            }
             let basic = try await call(route.0, route.1, headers: ["Authorization": "Basic \(secret)"])
             XCTAssertEqual(basic.status, 401, route.1)
         }
@@ -386,7 +389,7 @@ final class ControlServerTests: XCTestCase {
 }
 
 /// A client of one server: Sendable, for the closures that run beside a WebSocket.
-private struct Remote: Sendable {
+struct Remote: Sendable {
     let http: HTTPClient
     let port: Int
 
@@ -404,7 +407,7 @@ private struct Remote: Sendable {
     }
 }
 
-private struct Answer {
+struct Answer {
     var status: Int
     var headers: HTTPHeaders
     var body: Data

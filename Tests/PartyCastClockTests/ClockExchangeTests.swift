@@ -121,7 +121,7 @@ final class ClockExchangeTests: XCTestCase {
     /// allowance refills with time. Arrival times are given, so the count is exact.
     func testAFloodFromOneTokenIsCutToItsAllowance() throws {
         let token: UInt64 = 42
-        var sessions = [token: ClockResponder.Session(key: nil, refilledAt: 1_000_000_000)]
+        var sessions = [token: ClockResponder.Session(key: nil, rate: TokenBucket(burst: ClockResponder.burst, perSecond: ClockResponder.requestsPerSecond, now: 1_000_000_000))]
         func answered(_ count: Int, at arrivedAt: UInt64) throws -> Int {
             try (0..<count).filter { _ in
                 ClockResponder.admitted(ArraySlice(try request(token: token, sequence: 1)), at: arrivedAt, sessions: &sessions) != nil

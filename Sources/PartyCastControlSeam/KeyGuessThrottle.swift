@@ -5,8 +5,8 @@ import PartyCastCore
 /// failures seen later: an answered handshake counts as failed until its KeyProof verifies, and many
 /// connections opened at once get no more answers than one after the other. After `freeGuesses`
 /// unconfirmed answers an address gets one a second.
-final class KeyGuessThrottle: Sendable {
-    static let freeGuesses = 3
+public final class KeyGuessThrottle: Sendable {
+    public static let freeGuesses = 3
     static let interval: UInt64 = 1_000_000_000
     /// Addresses remembered; beyond it the oldest is forgotten (an attacker that owns more
     /// addresses than this gets `freeGuesses` each, still only online).
@@ -23,11 +23,11 @@ final class KeyGuessThrottle: Sendable {
 
     private let records = LockedValueBox<[String: Record]>([:])
 
-    init() {}
+    public init() {}
 
     /// Whether a handshake from `address` may be answered now; if so it counts as one guess.
     /// Otherwise returns false and how many were refused so far (to log one line now and then).
-    func answer(_ address: String, now: UInt64 = monotonicNanoseconds()) -> (allowed: Bool, refused: Int) {
+    public func answer(_ address: String, now: UInt64 = monotonicNanoseconds()) -> (allowed: Bool, refused: Int) {
         records.withLockedValue { records in
             var record = records[address] ?? Record()
             record.lastSeen = now
@@ -49,17 +49,17 @@ final class KeyGuessThrottle: Sendable {
     }
 
     /// A handshake from `address` proved the key: its earlier guesses are forgiven.
-    func confirmed(_ address: String) {
+    public func confirmed(_ address: String) {
         _ = records.withLockedValue { $0.removeValue(forKey: address) }
     }
 
     /// Unconfirmed guesses from `address` so far.
-    func failures(_ address: String) -> Int {
+    public func failures(_ address: String) -> Int {
         records.withLockedValue { $0[address]?.unconfirmed ?? 0 }
     }
 
     /// Log a count only at 1, 2, 4, 8…: a flood of guesses writes a few lines, not one each.
-    static func worthLogging(_ count: Int) -> Bool {
+    public static func worthLogging(_ count: Int) -> Bool {
         count > 0 && count & (count - 1) == 0
     }
 }

@@ -1,0 +1,109 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PartyCastControlSeam
+
+/// The control port's connections: capped per address and in total, and each must have its first
+/// request answered within `headerTimeout` of connecting. Hummingbird's idle timeout starts only once
+/// a request head has been read, so without this a crowd of silent connections would hold the
+/// broadcaster's descriptors for ever (1,030 of them starved a real listener's join).
+final class ControlConnections: Sendable {
+    static let perAddress = 16
+    static let total = 128
+    static let headerTimeout = TimeAmount.seconds(10)
+
+    struct Counts {
+        var byAddress: [String: Int] = [:]
+        var total = 0
+    }
+
+    let refusals: Refusals
+    private let counts = NIOLockedValueBox(Counts())
+
+    init(refusals: Refusals) { self.refusals = refusals }
+
+    /// Nil when admitted, else the cap that refused it.
+    func admit(_ address: String) -> String? {
+        counts.withLockedValue { c in
+            if c.total >= Self.total { return "\(Self.total) connections in all" }
+            if c.byAddress[address, default: 0] >= Self.perAddress { return "\(Self.perAddress) connections from one address" }
+            c.total += 1
+            c.byAddress[address, default: 0] += 1
+            return nil
+        }
+    }
+
+    func release(_ address: String) {
+        counts.withLockedValue { c in
+            c.total -= 1
+            let left = c.byAddress[address, default: 1] - 1
+            c.byAddress[address] = left > 0 ? left : nil
+        }
+    }
+}
+
+/// Nearest the socket on each control connection: admits it or closes it, and closes it when no
+/// answer has gone out within the header timeout (the first answer means a request head was read).
+final class ControlConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+
+    private let connections: ControlConnections
+    private var address: String?
+    private var headerTimer: Scheduled<Void>?
+
+    init(connections: ControlConnections) { self.connections = connections }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        if let cap = connections.admit(address) {
+            connections.refusals.refuse(.controlConnections, "remote control: refused a connection from \(address): over \(cap)")
+            context.close(promise: nil)
+            return
+        }
+        self.address = address
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        headerTimer = context.eventLoop.scheduleTask(in: ControlConnections.headerTimeout) { [connections] in
+            connections.refusals.refuse(.controlHeaderTimeout, "remote control: closed a connection from \(address): no request within "
+                                        + "\(ControlConnections.headerTimeout.nanoseconds / 1_000_000_000) s")
+            bound.value.close(promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        headerTimer?.cancel()
+        headerTimer = nil
+        context.write(data, promise: promise)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        headerTimer?.cancel()
+        headerTimer = nil
+        if let address { connections.release(address) }
+        address = nil
+        context.fireChannelInactive()
+    }
+}
+
+/// Hummingbird's HTTP/WebSocket child channel with the `ControlConnectionGuard` in front of it.
+struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Inner.Value
+    let inner: Inner
+    let connections: ControlConnections
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(ControlConnectionGuard(connections: connections))
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return inner.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}
