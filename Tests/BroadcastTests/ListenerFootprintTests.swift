@@ -53,8 +53,17 @@ final class ListenerFootprintTests: XCTestCase {
         XCTAssertTrue(joinMaps.contains("libopus"), "no libopus among \(joinMaps.sorted())")
         for library in lazy { XCTAssertFalse(joinMaps.contains(String(library.prefix { $0 != "." })), "a join maps \(library)") }
 
-        let played = try startProcess(listener, ["play", try fixture("tone.flac"), "--output", "alsa:null", "--quiet"])
+        // The FLAC through a FIFO this test holds open: ALSA's null device takes audio as fast as it
+        // comes, so a file would be played and gone before its maps were read; a pipe with a writer
+        // left keeps the listener waiting for more.
+        let fifo = try temporaryDirectory() + "/tone.flac.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let holder = open(fifo, O_RDWR)  // on Linux, opening a FIFO for both never blocks
+        defer { close(holder) }
+        let played = try startProcess(listener, ["play", "pipe:\(fifo)", "--output", "alsa:null", "--quiet"])
         defer { played.signal(SIGKILL); _ = played.wait(timeout: 10) }
+        let feeder = try startProcess("/bin/sh", ["-c", "exec cat \"$0\" > \"$1\"", try fixture("tone.flac"), fifo])
+        defer { feeder.signal(SIGKILL); _ = feeder.wait(timeout: 10) }
         // Polls the process's own map until alsa-lib appears: the event, bounded by a deadline.
         var playMaps: Set<String> = []
         waitUntil(timeout: 30, every: 0.05) {

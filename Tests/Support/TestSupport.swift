@@ -100,16 +100,27 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
     try startProcess(executable, arguments, environment: environment).wait(timeout: timeout)
 }
 
-/// A TCP port on 127.0.0.1 nobody listens on right now.
+/// A port on 127.0.0.1 free for TCP and UDP right now (a broadcaster takes both), drawn at random
+/// below the kernel's ephemeral range: the connections other tests open at the same time take their
+/// local ports from that range, so none of them can take this one before the program under test binds it.
 public func freePort() -> Int {
-    guard let (fd, port) = boundLoopbackSocket() else { return 0 }
-    close(fd)
-    return port
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let firstEphemeral = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+    for _ in 0..<1000 {
+        let port = Int.random(in: 10_000..<max(10_001, firstEphemeral))
+        guard let (tcp, _) = boundLoopbackSocket(port: port) else { continue }
+        close(tcp)
+        guard let (udp, _) = boundLoopbackSocket(port: port, type: SOCK_DGRAM) else { continue }
+        close(udp)
+        return port
+    }
+    return 0
 }
 
-/// A TCP socket bound to 127.0.0.1:`port` (0: a free one) and the port it got; nil if it cannot bind.
-public func boundLoopbackSocket(port: Int = 0) -> (fd: Int32, port: Int)? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+/// A socket (TCP unless `type` says otherwise) bound to 127.0.0.1:`port` (0: a free one) and the port
+/// it got; nil if it cannot bind.
+public func boundLoopbackSocket(port: Int = 0, type: __socket_type = SOCK_STREAM) -> (fd: Int32, port: Int)? {
+    let fd = socket(AF_INET, Int32(type.rawValue), 0)
     var address = loopbackAddress(port: port)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
