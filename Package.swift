@@ -55,11 +55,10 @@ let package = Package(
         // No default traits: the Foundation-stream API (BinaryDelimitedStreams) would link all of
         // Foundation (and ICU) into the listener, which needs only FoundationEssentials.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
-        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // No traits: swift-configuration (ConfigurationSupport) is a module tree PartyCast never calls.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
-        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
@@ -115,7 +114,7 @@ let package = Package(
         // live here too: they are part of the protocol.
         .target(name: "PartyCastWire", dependencies: [
             "CSodium",
-            .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
@@ -185,12 +184,11 @@ let package = Package(
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
             "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],
                                          .when(configuration: .release))]),
@@ -242,7 +240,6 @@ let package = Package(
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
             "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "PartyCastTestSupport",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

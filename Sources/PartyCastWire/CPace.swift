@@ -15,12 +15,6 @@ public enum CPace {
     /// SHA-512's input block size (H.s_in_bytes), which pads the generator string.
     static let hashBlockBytes = 128
 
-    /// libsodium must be initialised once before its random source is used; its own call is idempotent
-    /// and thread-safe. -1 means it could not open the system's random source: nothing here is safe then.
-    private static let sodiumReady: Void = {
-        precondition(sodium_init() >= 0, "libsodium could not initialise (no system random source)")
-    }()
-
     /// prepend_len: the length as LEB128, then the bytes.
     public static func prependLength(_ data: [UInt8]) -> [UInt8] {
         var length = data.count
@@ -63,7 +57,7 @@ public enum CPace {
 
     /// G.sample_scalar(): uniform in ]0, group order[ (the draft's alternative to masked bytes).
     public static func sampleScalar() -> [UInt8] {
-        _ = sodiumReady
+        _ = SecretKey.sodiumReady
         var scalar = [UInt8](repeating: 0, count: scalarBytes)
         crypto_core_ristretto255_scalar_random(&scalar)
         return scalar

@@ -1,4 +1,3 @@
-import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,9 +9,9 @@ import Foundation
 /// readings), so authenticating them is enough; replays are caught by `ReplayWindow` on `sequence`.
 public struct ClockDatagramKey: Sendable {
     public static let tagBytes = 16
-    private let key: SymmetricKey
+    private let key: SecretKey
 
-    init(_ key: SymmetricKey) { self.key = key }
+    init(_ key: SecretKey) { self.key = key }
 
     public func sign(_ datagram: inout PCClockDatagram) {
         datagram.mac = Data(tag(datagram).prefix(Self.tagBytes))
@@ -20,12 +19,10 @@ public struct ClockDatagramKey: Sendable {
 
     public func verify(_ datagram: PCClockDatagram) -> Bool {
         guard datagram.mac.count == Self.tagBytes else { return false }
-        // Compared in constant time: a timing difference must not reveal how much of a forgery matched.
-        let expected = tag(datagram).prefix(Self.tagBytes)
-        return zip(expected, datagram.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        return constantTimeEqual(tag(datagram).prefix(Self.tagBytes), datagram.mac)
     }
 
-    private func tag(_ datagram: PCClockDatagram) -> HMAC<SHA256>.MAC {
+    private func tag(_ datagram: PCClockDatagram) -> [UInt8] {
         var bytes = [UInt8]()
         bytes.reserveCapacity(41)
         for field in [datagram.token, datagram.sequence, UInt64(bitPattern: datagram.t1),
@@ -33,7 +30,7 @@ public struct ClockDatagramKey: Sendable {
             withUnsafeBytes(of: field.bigEndian) { bytes.append(contentsOf: $0) }
         }
         bytes.append(datagram.answer ? 1 : 0)
-        return HMAC<SHA256>.authenticationCode(for: bytes, using: key)
+        return key.hmacSHA256(bytes)
     }
 }
 

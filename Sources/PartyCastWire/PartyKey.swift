@@ -1,4 +1,3 @@
-import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -12,17 +11,15 @@ public struct PartyKey: Sendable {
     /// CPace's PRS: the passphrase as typed, in UTF-8.
     let password: [UInt8]
     /// What `matches` compares: derived, so two keys compare without either secret being compared.
-    private let fingerprint: SymmetricKey
+    private let fingerprint: SecretKey
 
     public init(secret: String) {
         password = Array(secret.utf8)
-        fingerprint = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: password),
-                                             salt: Array("PartyCast party key".utf8), info: Array("fingerprint".utf8),
-                                             outputByteCount: 32)
+        fingerprint = SecretKey.derived(key: Array("PartyCast party key fingerprint".utf8), message: password)
     }
 
     /// Whether both were made from the same secret: the remote control's check of a presented key.
-    /// Compares the derived fingerprints in constant time, as SymmetricKey's == does.
+    /// Compares the derived fingerprints in constant time.
     public func matches(_ other: PartyKey) -> Bool {
         fingerprint == other.fingerprint
     }
@@ -119,7 +116,7 @@ public enum KeyHandshake {
     struct Run: Sendable {
         let listenerMessage: [UInt8]
         let broadcasterMessage: [UInt8]
-        let macKey: SymmetricKey
+        let macKey: SecretKey
         let session: KeySession
 
         init(sessionID: [UInt8], sharedPoint: [UInt8], listenerShare: [UInt8], broadcasterShare: [UInt8]) {
@@ -127,18 +124,17 @@ public enum KeyHandshake {
             broadcasterMessage = CPace.lengthValueConcatenation(broadcasterShare, KeyHandshake.broadcasterData)
             let isk = CPace.intermediateSessionKey(sessionID: sessionID, sharedPoint: sharedPoint,
                                                    transcript: listenerMessage + broadcasterMessage)
-            macKey = SymmetricKey(data: CPace.confirmationKey(sessionID: sessionID, intermediateSessionKey: isk))
+            macKey = SecretKey(CPace.confirmationKey(sessionID: sessionID, intermediateSessionKey: isk))
             session = KeySession(intermediateSessionKey: isk, sessionID: sessionID)
         }
 
         /// The draft's Ta = MAC(mac_key, lv_cat(Ya, ADa)) and Tb = MAC(mac_key, lv_cat(Yb, ADb)).
         func confirmation(of message: [UInt8]) -> [UInt8] {
-            Array(HMAC<SHA512>.authenticationCode(for: message, using: macKey))
+            macKey.hmacSHA512(message)
         }
 
         func verify(_ tag: some Collection<UInt8>, of message: [UInt8]) -> Bool {
-            tag.count == KeyHandshake.confirmationBytes
-                && HMAC<SHA512>.isValidAuthenticationCode(Array(tag), authenticating: message, using: macKey)
+            tag.count == KeyHandshake.confirmationBytes && constantTimeEqual(tag, macKey.hmacSHA512(message))
         }
     }
 
@@ -149,21 +145,19 @@ public enum KeyHandshake {
     }
 }
 
-/// The keys one handshake yields (HKDF-SHA256 over ISK, salted with the run's session id): one for
-/// the stream's sealed records, one for the clock datagrams. No other run shares them.
+/// The keys one handshake yields (BLAKE2b keyed with ISK over a purpose and the run's session id):
+/// one for the stream's sealed records, one for the clock datagrams. No other run shares them.
 public struct KeySession: Sendable, Equatable {
-    let recordKey: SymmetricKey
+    let recordKey: SecretKey
     public let clockKey: ClockDatagramKey
 
+    /// ISK is a SHA-512 digest: 64 bytes, as a BLAKE2b key may be at most.
     init(intermediateSessionKey isk: [UInt8], sessionID: [UInt8]) {
-        let secret = SymmetricKey(data: isk)
-        recordKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, salt: sessionID,
-                                           info: Array("PartyCast stream records".utf8), outputByteCount: 32)
-        clockKey = ClockDatagramKey(HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, salt: sessionID,
-                                                           info: Array("PartyCast clock datagrams".utf8), outputByteCount: 32))
+        recordKey = SecretKey.derived(key: isk, message: Array("PartyCast stream records".utf8) + sessionID)
+        clockKey = ClockDatagramKey(SecretKey.derived(key: isk, message: Array("PartyCast clock datagrams".utf8) + sessionID))
     }
 
-    /// The same run's keys (constant-time, as SymmetricKey's == is).
+    /// The same run's keys (constant-time).
     public static func == (lhs: KeySession, rhs: KeySession) -> Bool { lhs.recordKey == rhs.recordKey }
 
     /// Seals what `role` sends; opens what its peer sends.

@@ -1,4 +1,4 @@
-import Crypto
+import CSodium
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -21,22 +21,21 @@ public enum SessionRecords {
     public static let maxPlaintextBytes = WireFraming.maxMessageBytes + 4
     static let tagBytes = 16
 
-    static func nonce(_ direction: RecordDirection, _ counter: UInt64) -> ChaChaPoly.Nonce {
+    static func nonce(_ direction: RecordDirection, _ counter: UInt64) -> [UInt8] {
         var bytes = [UInt8]()
-        bytes.reserveCapacity(12)
+        bytes.reserveCapacity(Int(crypto_aead_chacha20poly1305_ietf_NPUBBYTES))
         withUnsafeBytes(of: direction.rawValue.bigEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: counter.bigEndian) { bytes.append(contentsOf: $0) }
-        // 12 bytes, the only size the initializer refuses otherwise.
-        return try! ChaChaPoly.Nonce(data: bytes)
+        return bytes
     }
 }
 
 public struct RecordSealer: Sendable {
-    private let key: SymmetricKey
+    private let key: SecretKey
     private let direction: RecordDirection
     private var counter: UInt64 = 0
 
-    init(key: SymmetricKey, direction: RecordDirection) {
+    init(key: SecretKey, direction: RecordDirection) {
         self.key = key
         self.direction = direction
     }
@@ -51,13 +50,19 @@ public struct RecordSealer: Sendable {
             let end = min(bytes.count, start + SessionRecords.maxPlaintextBytes)
             let length = UInt32(end - start + SessionRecords.tagBytes)
             let prefix = withUnsafeBytes(of: length.bigEndian) { Array($0) }
-            // The length prefix is authenticated too. ChaChaPoly.seal fails only on a bad nonce size.
-            let box = try! ChaChaPoly.seal(bytes[start..<end], using: key, nonce: SessionRecords.nonce(direction, counter),
-                                           authenticating: prefix)
+            // The length prefix is authenticated too (the additional data).
+            var ciphertext = [UInt8](repeating: 0, count: end - start)
+            var tag = [UInt8](repeating: 0, count: SessionRecords.tagBytes)
+            let message = Array(bytes[start..<end])
+            // Fails only past 256 GiB in one record; a record is at most a frame.
+            let status = crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                &ciphertext, &tag, nil, message, UInt64(message.count), prefix, UInt64(prefix.count), nil,
+                SessionRecords.nonce(direction, counter), key.bytes)
+            precondition(status == 0)
             counter += 1
             records += prefix
-            records += box.ciphertext
-            records += box.tag
+            records += ciphertext
+            records += tag
             start = end
         } while start < bytes.count
         return records
@@ -67,14 +72,14 @@ public struct RecordSealer: Sendable {
 /// Opens a peer's records however the bytes arrive; like `WireFrameDecoder`, it holds at most one
 /// record and fails for good at the first bad one.
 public struct RecordOpener: Sendable {
-    private let key: SymmetricKey
+    private let key: SecretKey
     private let direction: RecordDirection
     private var counter: UInt64 = 0
     private var buffer: [UInt8] = []
     private var head = 0
     private var failure: WireError?
 
-    init(key: SymmetricKey, direction: RecordDirection) {
+    init(key: SecretKey, direction: RecordDirection) {
         self.key = key
         self.direction = direction
     }
@@ -100,16 +105,17 @@ public struct RecordOpener: Sendable {
         let prefix = Array(buffer[head..<head + 4])
         let body = head + 4
         let tagStart = body + Int(length) - SessionRecords.tagBytes
-        do {
-            let box = try ChaChaPoly.SealedBox(nonce: SessionRecords.nonce(direction, counter),
-                                               ciphertext: buffer[body..<tagStart], tag: buffer[tagStart..<tagStart + SessionRecords.tagBytes])
-            let plaintext = try ChaChaPoly.open(box, using: key, authenticating: prefix)
-            counter += 1
-            head = tagStart + SessionRecords.tagBytes
-            return Array(plaintext)
-        } catch {
-            throw fail(.unsealable("sealed record \(counter) failed authentication (replayed, reordered, injected or under another key: \(error))"))
+        let ciphertext = Array(buffer[body..<tagStart])
+        let tag = Array(buffer[tagStart..<tagStart + SessionRecords.tagBytes])
+        var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
+        guard crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+            &plaintext, nil, ciphertext, UInt64(ciphertext.count), tag, prefix, UInt64(prefix.count),
+            SessionRecords.nonce(direction, counter), key.bytes) == 0 else {
+            throw fail(.unsealable("sealed record \(counter) failed authentication (replayed, reordered, injected or under another key)"))
         }
+        counter += 1
+        head = tagStart + SessionRecords.tagBytes
+        return plaintext
     }
 
     private mutating func fail(_ error: WireError) -> WireError {

@@ -1,5 +1,4 @@
 import ArgumentParser
-import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -136,33 +135,42 @@ struct Ctl: AsyncParsableCommand {
         let handshake = KeyHandshake.Initiator(key: key)
         let sessionID = Data(handshake.sessionID).base64EncodedString()
         let challenge: ControlSession.Challenge = try await post(ControlSession.Start(sessionID: sessionID, share: Data(handshake.share).base64EncodedString()),
-                                                                 to: base + "/api/session")
+                                                                 to: base, path: "/api/session")
         guard let share = Data(base64Encoded: challenge.share), let proof = Data(base64Encoded: challenge.confirmation),
               let (confirmation, _) = handshake.finish(broadcasterShare: [UInt8](share), broadcasterConfirmation: [UInt8](proof)) else {
             throw PartyCastError(.key, "the party at \(base) could not prove it holds the party key (another key, or not the party you meant); sent it nothing more")
         }
         let token: ControlSession.Token = try await post(ControlSession.Confirm(sessionID: sessionID, confirmation: Data(confirmation).base64EncodedString()),
-                                                         to: base + "/api/session/confirm")
+                                                         to: base, path: "/api/session/confirm")
         return token.token
     }
 
-    private static func post<Answer: Decodable>(_ body: some Encodable, to url: String) async throws(PartyCastError) -> Answer {
-        var outgoing = HTTPClientRequest(url: url)
-        outgoing.method = .POST
-        outgoing.headers.add(name: "Content-Type", value: "application/json")
-        let status: HTTPResponseStatus
-        let data: Data
-        do {
-            outgoing.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(body)))
-            let response = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(10))
-            status = response.status
-            data = Data(buffer: try await response.body.collect(upTo: 64 * 1024))
-        } catch {
-            throw PartyCastError(.io, "cannot reach the party's remote control at \(url): \(error)")
-        }
+    private static func post<Answer: Decodable>(_ body: some Encodable, to base: String, path: String) async throws(PartyCastError) -> Answer {
+        let (status, data) = try await exchange(.POST, base: base, path: path, body: body, bearer: nil, limit: 64 * 1024)
         guard status == .ok else { throw refusal(status, data) }
         do { return try JSONDecoder().decode(Answer.self, from: data) } catch {
-            throw PartyCastError(.incompatible, "\(url) did not answer the key handshake; is it a PartyCast remote control of this version?")
+            throw PartyCastError(.incompatible, "\(base + path) did not answer the key handshake; is it a PartyCast remote control of this version?")
+        }
+    }
+
+    /// One request, its body as JSON; the answer's status and body, or a one-line error if the party cannot be reached.
+    private static func exchange(_ method: HTTPMethod, base: String, path: String, body: (any Encodable)?, bearer: String?,
+                                 limit: Int) async throws(PartyCastError) -> (HTTPResponseStatus, Data) {
+        // `base` passed `checked` or came from mDNS: http://HOST[:PORT].
+        guard let url = URL(string: base), let host = url.host else { throw PartyCastError(.invalidArgument, "\(base) is not http://HOST:PORT") }
+        let port = url.port ?? 80
+        var headers = HTTPHeaders()
+        if let bearer { headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        do {
+            var payload: [ByteBuffer] = []
+            if let body {
+                headers.add(name: "Content-Type", value: "application/json")
+                payload = [ByteBuffer(bytes: try JSONEncoder().encode(body))]
+            }
+            let answer = try await ControlClient.perform(method, host: host, port: port, path: path, headers: headers, body: payload, limit: limit)
+            return (answer.status, Data(buffer: answer.body))
+        } catch {
+            throw PartyCastError(.io, "cannot reach the party's remote control at \(base): \(error)")
         }
     }
 
@@ -180,23 +188,7 @@ struct Ctl: AsyncParsableCommand {
 
     /// Sends the request; the party's answer is its new state, or a refusal whose message becomes the error.
     private static func send(_ request: Request, to base: String, bearer: String?) async throws(PartyCastError) -> PartySnapshot {
-        var outgoing = HTTPClientRequest(url: base + request.path)
-        outgoing.method = request.method
-        if let bearer { outgoing.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
-        let status: HTTPResponseStatus
-        let body: ByteBuffer
-        do {
-            if let payload = request.body {
-                outgoing.headers.add(name: "Content-Type", value: "application/json")
-                outgoing.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(payload)))
-            }
-            let response = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(10))
-            status = response.status
-            body = try await response.body.collect(upTo: 4 << 20)
-        } catch {
-            throw PartyCastError(.io, "cannot reach the party's remote control at \(base): \(error)")
-        }
-        let data = Data(buffer: body)
+        let (status, data) = try await exchange(request.method, base: base, path: request.path, body: request.body, bearer: bearer, limit: 4 << 20)
         guard status == .ok else { throw refusal(status, data) }
         do { return try JSONDecoder().decode(PartySnapshot.self, from: data) } catch {
             throw PartyCastError(.incompatible, "\(base) did not answer with a party's state; is it a PartyCast remote control?")

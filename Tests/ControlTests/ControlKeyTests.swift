@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOHTTP1
@@ -10,22 +9,19 @@ import XCTest
 /// The control port's key: online guesses throttled per address, and the CPace handshake that gets
 /// `broadcaster ctl` a token without the key crossing the network.
 final class ControlKeyTests: XCTestCase {
-    private var http: HTTPClient!
     private var server: ControlServer!
     private let secret = "correct horse battery"
 
     override func setUpWithError() throws {
-        http = HTTPClient(eventLoopGroupProvider: .singleton)
         server = try ControlServer(control: RecordingParty(), host: "127.0.0.1", port: 0, key: PartyKey(secret: secret),
                                    logger: Logger(label: "control-key-test"))
     }
 
     override func tearDownWithError() throws {
-        try http.syncShutdown()
         server.shutdown()
     }
 
-    private var remote: Remote { Remote(http: http, port: server.port) }
+    private var remote: Remote { Remote(port: server.port) }
 
     /// After three wrong keys an address gets one guess a second: the fourth is not even checked
     /// (429, Retry-After 1), and neither is the right key until that second has passed.

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import HummingbirdWSClient
 import Logging
@@ -15,18 +14,15 @@ import XCTest
 final class ControlServerTests: XCTestCase {
     private var party: RecordingParty!
     private var server: ControlServer!
-    private var http: HTTPClient!
     private let logger = Logger(label: "control-test")
     private let secret = "correct horse battery"
 
     override func setUpWithError() throws {
         party = RecordingParty()
         server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)
-        http = HTTPClient(eventLoopGroupProvider: .singleton)
     }
 
     override func tearDownWithError() throws {
-        try http.syncShutdown()
         server.shutdown()
     }
 
@@ -139,14 +135,10 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(sized.status, 413)
         XCTAssertTrue(try sized.error().contains("over 65536 bytes"))
 
-        var request = HTTPClientRequest(url: url("/api/queue"))
-        request.method = .POST
         let chunks = (0..<32).map { _ in ByteBuffer(repeating: UInt8(ascii: " "), count: 8192) }
-        request.body = .stream(chunks.async, length: .unknown)
-        let response = try await http.execute(request, timeout: .seconds(10))
+        let response = try await ControlClient.perform(.POST, host: "127.0.0.1", port: server.port, path: "/api/queue", body: chunks, chunked: true)
         XCTAssertEqual(response.status.code, 413)
-        let body = try await response.body.collect(upTo: 1 << 16)
-        XCTAssertEqual(try JSONDecoder().decode(ControlErrorBody.self, from: Data(buffer: body)).error, "the body is over 65536 bytes")
+        XCTAssertEqual(try JSONDecoder().decode(ControlErrorBody.self, from: Data(buffer: response.body)).error, "the body is over 65536 bytes")
         XCTAssertEqual(party.performed, [])
     }
 
@@ -353,9 +345,7 @@ final class ControlServerTests: XCTestCase {
 
     // MARK: - Helpers
 
-    private var remote: Remote { Remote(http: http, port: server.port) }
-
-    private func url(_ path: String) -> String { "http://127.0.0.1:\(server.port)\(path)" }
+    private var remote: Remote { Remote(port: server.port) }
 
     private func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [String: String] = [:]) async throws -> Answer {
         try await remote.call(method, path, body: body, headers: headers)
@@ -390,20 +380,14 @@ final class ControlServerTests: XCTestCase {
 
 /// A client of one server: Sendable, for the closures that run beside a WebSocket.
 struct Remote: Sendable {
-    let http: HTTPClient
     let port: Int
 
     func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [String: String] = [:]) async throws -> Answer {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
-        request.method = method
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: body))
-        }
-        let response = try await http.execute(request, timeout: .seconds(10))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: bytes))
+        var fields = HTTPHeaders(headers.map { ($0.key, $0.value) })
+        if body != nil { fields.add(name: "Content-Type", value: "application/json") }
+        let answer = try await ControlClient.perform(method, host: "127.0.0.1", port: port, path: path, headers: fields,
+                                                     body: body.map { [ByteBuffer(string: $0)] } ?? [])
+        return Answer(status: Int(answer.status.code), headers: answer.headers, body: Data(buffer: answer.body))
     }
 }
 
@@ -437,15 +421,5 @@ func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () as
         }
         defer { group.cancelAll() }
         return try await group.next()!
-    }
-}
-
-extension Array where Element: Sendable {
-    /// The elements as an async sequence, for a streamed request body.
-    var async: AsyncStream<Element> {
-        AsyncStream { continuation in
-            for element in self { continuation.yield(element) }
-            continuation.finish()
-        }
     }
 }

@@ -365,7 +365,7 @@ public nonisolated struct PCKeyChallenge: Sendable {
 
 /// Listener → broadcaster, the answer to a KeyChallenge that verified:
 /// Ta = HMAC-SHA-512(mac_key, lv_cat(Ya, ADa)). From the next byte on, both directions are sealed
-/// records (ChaCha20-Poly1305 under HKDF-SHA256(ISK, salt sid, "PartyCast stream records"), nonce =
+/// records (ChaCha20-Poly1305 under BLAKE2b(key ISK, "PartyCast stream records" ‖ sid), nonce =
 /// direction (1: to the listener, 2: to the broadcaster, 4 bytes) ‖ record count (8 bytes), each
 /// record a 4-byte length and ciphertext ‖ tag, the length authenticated) carrying the usual frames.
 /// The broadcaster then sends Welcome, sealed; or Error KEY_REJECTED in the clear.
@@ -647,7 +647,7 @@ public nonisolated struct PCClockDatagram: Sendable {
   public var answer: Bool = false
 
   /// Private party: the first 16 bytes of HMAC-SHA256 over fields 1-6 (big-endian, 8 bytes each,
-  /// `answer` as one byte), keyed with HKDF-SHA256(ISK, salt: sid, "PartyCast clock datagrams"), so
+  /// `answer` as one byte), keyed with BLAKE2b(key ISK, "PartyCast clock datagrams" ‖ sid), so
   /// only the two ends of that handshake can make or change one; each side takes a sequence once.
   public var mac: Data = Data()
 

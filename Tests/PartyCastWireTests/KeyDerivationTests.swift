@@ -1,0 +1,48 @@
+import Foundation
+@testable import PartyCastWire
+import XCTest
+
+/// The private party's keys and records on libsodium, against what Python's hashlib, hmac and
+/// cryptography (OpenSSL) compute for the same inputs (the figures below; RFC 4231's test case 2 for
+/// HMAC-SHA-512), so a peer written against those libraries interoperates.
+final class KeyDerivationTests: XCTestCase {
+    let isk = [UInt8](0..<64)
+    let sessionID = [UInt8](100..<116)
+
+    func hex(_ text: String) -> [UInt8] {
+        stride(from: 0, to: text.count, by: 2).map { UInt8(text.dropFirst($0).prefix(2), radix: 16)! }
+    }
+
+    func testSessionKeysAreKeyedBLAKE2bOverPurposeAndSessionID() {
+        let session = KeySession(intermediateSessionKey: isk, sessionID: sessionID)
+        // hashlib.blake2b(b"PartyCast stream records" + sid, key=isk, digest_size=32)
+        XCTAssertEqual(session.recordKey.bytes, hex("6a3b6e930e2b696169a42d4750bf187cdac41453b0d0272b64acc6206d93befa"))
+        // The clock key, through the MAC it makes: hmac.new(clock_key, b"the clock's bytes", sha256)
+        let clockKey = SecretKey.derived(key: isk, message: Array("PartyCast clock datagrams".utf8) + sessionID)
+        XCTAssertEqual(clockKey.bytes, hex("c1b28e1d0da40aea3341ac3891297b575e6eda874cf2cd8b97ee30f431cf34e4"))
+        XCTAssertEqual(clockKey.hmacSHA256(Array("the clock's bytes".utf8)),
+                       hex("9c19c7a4279c55e0c44006e47dca8123cede9ce592e78957d2732dc32ee24830"))
+    }
+
+    func testHMACSHA512TakesKeysOfAnyLength() {
+        XCTAssertEqual(SecretKey(Array("Jefe".utf8)).hmacSHA512(Array("what do ya want for nothing?".utf8)),
+                       hex("164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737"))
+    }
+
+    func testPartyKeysMatchOnlyTheSameSecret() {
+        XCTAssertTrue(PartyKey(secret: "correct horse battery").matches(PartyKey(secret: "correct horse battery")))
+        XCTAssertFalse(PartyKey(secret: "correct horse battery").matches(PartyKey(secret: "correct horse batterY")))
+    }
+
+    func testRecordsAreChaCha20Poly1305OverDirectionAndCount() throws {
+        let session = KeySession(intermediateSessionKey: isk, sessionID: sessionID)
+        var sealer = session.sealer(sending: .broadcasterToListener)
+        let plaintext = Array("hello, listener".utf8)
+        // length ‖ ChaCha20Poly1305(record_key).encrypt(nonce = 1 (4 bytes) ‖ count (8 bytes), plaintext, aad = length)
+        XCTAssertEqual(sealer.seal(plaintext), hex("0000001f6c5cd3d5c74692237f39a4870e3efe2de3f183da3df86adae2ec968e5d599b"))
+        XCTAssertEqual(sealer.seal(plaintext), hex("0000001f50b353db3846bda0cc56cbef10444d19a5ca2a993a126354c48368fb72bf16"))
+        var opener = session.opener(receiving: .broadcasterToListener)
+        opener.push(hex("0000001f6c5cd3d5c74692237f39a4870e3efe2de3f183da3df86adae2ec968e5d599b"))
+        XCTAssertEqual(try opener.next(), plaintext)
+    }
+}
