@@ -1,24 +1,26 @@
 # PartyCast: `make demo` plays a sample, `make test` runs every test. Both install what they need.
 SHELL := /bin/bash
 FIXTURES := Fixtures/generated
-APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
-	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev faad flac vorbis-tools ffmpeg \
+# What the build compiles against; then the tests' peers and the demo's tools.
+BUILD_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
+	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev
+PEER_PACKAGES := faad flac vorbis-tools ffmpeg \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
 	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
+APT_PACKAGES := $(BUILD_PACKAGES) $(PEER_PACKAGES)
 # The tests' drivers from PyPI (scripts/test-requirements.txt, pinned) live in .venv.
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps fixtures build release deb test check tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
+.PHONY: deps build-deps test-build test-setup fixtures build release deb test check tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
 
 # Installs the Debian packages only when one is missing (apt-get update runs once, first).
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing:" $$missing; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@scripts/install-debs.sh $(APT_PACKAGES)
+
+build-deps:
+	@scripts/install-debs.sh $(BUILD_PACKAGES)
 
 # The tests' pinned PyPI packages, into .venv; again only when the list changes.
 $(VENV)/.installed: scripts/test-requirements.txt scripts/find-python.sh
@@ -49,11 +51,18 @@ deb: deps
 # Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
 # with -enable-testing for the tests' @testable imports, in a scratch path of its own. Three test
 # classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
+# The build takes both cores while the tests' peers, drivers and fixtures install beside it (network
+# and disk, mostly): on a new machine that hides the minutes apt and pip take.
 TEST_BUILD := --scratch-path .build-test -c release -Xswiftc -enable-testing
-test: deps fixtures $(VENV)/.installed
-	swift build $(TEST_BUILD) --build-tests
+test: build-deps
+	$(MAKE) --no-print-directory -j2 test-build test-setup
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
 		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
+
+test-build: build-deps
+	swift build $(TEST_BUILD) --build-tests
+
+test-setup: deps fixtures $(VENV)/.installed
 
 # The inner loop: the in-process tests on a debug build, without the classes that drive the programs
 # or third-party servers (those run in `make test`).

@@ -25,7 +25,7 @@ slowest=(
 # The classes that measure time on the audio (sync, latency, gain ramps, wake-ups), and the one that
 # loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's
 # flood) each would be under load its bars were not set for.
-timing="BadLinkSyncTests PartySyncTests PartyControlTests RemotePageTests LANTests ListenerFootprintTests HostileGuestTests"
+timing="BadLinkSyncTests PartySyncTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else

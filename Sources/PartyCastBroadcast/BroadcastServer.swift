@@ -355,9 +355,13 @@ final class PeerHandler: ChannelInboundHandler {
             body.clockToken = clockToken
             greeting.body = .welcome(body)
         }
-        let bytes = try? WireFraming.encode(greeting)
+        let bytes: [UInt8]
+        do { bytes = try WireFraming.encode(greeting) } catch {
+            if let clockToken { clockResponder?.dismiss(clockToken) }
+            return ownMessageUnframed(error, context)
+        }
         guard let id = fanout.join(channel: context.channel, listenerID: peer.id, name: peer.name, host: peer.host,
-                                   address: address, first: bytes.map { [ByteBuffer(bytes: $0)] } ?? []) else {
+                                   address: address, first: [ByteBuffer(bytes: bytes)]) else {
             if let clockToken { clockResponder?.dismiss(clockToken) }
             state = .closed
             peerLog.info("\(peer.name)@\(address) came after the end; told it the broadcast is over")
@@ -369,8 +373,18 @@ final class PeerHandler: ChannelInboundHandler {
     }
 
     private func send(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
-        guard let bytes = try? WireFraming.encode(envelope) else { return }
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil)
+        do {
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: try WireFraming.encode(envelope))), promise: nil)
+        } catch {
+            ownMessageUnframed(error, context)
+        }
+    }
+
+    /// A message the broadcaster built did not frame: its bug, not the listener's. Said once, and this
+    /// connection ends rather than go on with a message missing.
+    private func ownMessageUnframed(_ error: WireError, _ context: ChannelHandlerContext) {
+        logger.error("could not frame a message for \(address) (\(error)); closing its connection")
+        close(context)
     }
 
     /// Answers a clock request over TCP (where UDP does not get through) within the UDP responder's

@@ -50,7 +50,17 @@ public final class ClockRequester: Sendable {
                 overTCP: @escaping @Sendable (PCEnvelope) -> Void) throws(SystemCallError) {
         let mailbox = try Mailbox()
         // A socket that cannot be made (no route, an address family the host lacks) leaves TCP.
-        let socket = datagrams.flatMap { try? ClockSocket(connectingTo: $0.host, port: $0.port) }
+        let socket: ClockSocket?
+        if let datagrams {
+            do throws(SystemCallError) {
+                socket = try ClockSocket(connectingTo: datagrams.host, port: datagrams.port)
+            } catch {
+                logger.notice("clock exchanges go over the stream's connection: no UDP socket to \(datagrams.host) (\(error))")
+                socket = nil
+            }
+        } else {
+            socket = nil
+        }
         self.mailbox = mailbox
         thread = DedicatedThread {
             // The thread holds the mailbox too: its pipe must stay open while poll(2) watches it.

@@ -245,6 +245,8 @@ final class AvahiLoop: @unchecked Sendable {
     private var running = false
     private let loopThread = LockedValueBox<pthread_t?>(nil)
     private var probe: OpaquePointer?
+    /// Signalled by whatever a caller waits on (the probe, a browse's callbacks): `wait` wakes only then.
+    let changed = Wakeup()
 
     init() throws(PartyCastError) {
         poll = try Avahi.newThreadedPoll()
@@ -259,6 +261,7 @@ final class AvahiLoop: @unchecked Sendable {
             probe = try Avahi.newTimeout(api, milliseconds: 0, { timeout, context in
                 let loop = Unmanaged<AvahiLoop>.fromOpaque(context!).takeUnretainedValue()
                 loop.loopThread.withLockedValue { $0 = pthread_self() }
+                loop.changed.signal()
             }, Unmanaged.passUnretained(self).toOpaque())
         } catch {
             Avahi.freePoll(poll)
@@ -271,8 +274,15 @@ final class AvahiLoop: @unchecked Sendable {
         try Avahi.startPoll(poll)
         running = true
         let deadline = monotonicNanoseconds() + 2_000_000_000
-        while loopThread.withLockedValue({ $0 == nil }) && monotonicNanoseconds() < deadline {
-            sleepUntil(monotonicNanoseconds: monotonicNanoseconds() + 1_000_000)
+        wait(until: deadline) { loopThread.withLockedValue { $0 != nil } }
+    }
+
+    /// Returns once `done` holds or the deadline passed, waking when `changed` is signalled.
+    func wait(until deadline: UInt64, _ done: () -> Bool) {
+        while !done() {
+            let now = monotonicNanoseconds()
+            guard now < deadline else { return }
+            changed.wait(nanoseconds: deadline - now)
         }
     }
 

@@ -11,7 +11,7 @@ public enum ServiceBrowser {
             throw PartyCastError(.invalidArgument, "mDNS: the browse timeout must be 0 seconds or more, not \(timeout)")
         }
         let loop = try AvahiLoop()
-        let session = BrowseSession()
+        let session = BrowseSession(changed: loop.changed)
         let context = Unmanaged.passUnretained(session).toOpaque()
         return try withExtendedLifetime(session) { () throws(PartyCastError) -> [DiscoveredService] in
             var code: Int32 = 0
@@ -50,11 +50,8 @@ public enum ServiceBrowser {
             }, context)
             try loop.start()
 
-            let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
-            while monotonicNanoseconds() < deadline {
-                let done = loop.locked { session.failure != nil || (session.allForNow && session.resolvers.isEmpty) }
-                if done { break }
-                sleepUntil(monotonicNanoseconds: min(deadline, monotonicNanoseconds() + 20_000_000))
+            loop.wait(until: monotonicNanoseconds() + UInt64(timeout * 1e9)) {
+                loop.locked { session.failure != nil || (session.allForNow && session.resolvers.isEmpty) }
             }
             let (found, failure) = loop.locked { (session.found, session.failure) }
             if let failure { throw failure }
@@ -71,8 +68,14 @@ final class BrowseSession {
     var browser: OpaquePointer?
     var resolvers: Set<OpaquePointer> = []
     var found: [DiscoveredService] = []
-    var allForNow = false
+    var allForNow = false {
+        didSet { changed.signal() }
+    }
     var failure: PartyCastError?
+    /// The loop's: signalled at each step toward done (all for now, a resolver answered, a failure).
+    let changed: Wakeup
+
+    init(changed: Wakeup) { self.changed = changed }
 
     static func from(_ context: UnsafeMutableRawPointer?) -> BrowseSession {
         Unmanaged<BrowseSession>.fromOpaque(context!).takeUnretainedValue()
@@ -80,6 +83,7 @@ final class BrowseSession {
 
     func fail(_ error: PartyCastError) {
         if failure == nil { failure = error }
+        changed.signal()
     }
 
     /// A resolver's answer (or failure to answer): it is done either way.
@@ -91,5 +95,6 @@ final class BrowseSession {
         }
         // A resolver that cannot find its service (it left meanwhile) just drops out.
         if let resolver, session.resolvers.remove(resolver) != nil { Avahi.freeServiceResolver(resolver) }
+        session.changed.signal()
     }
 }

@@ -183,10 +183,9 @@ final class BroadcastClient: Sendable {
     /// Sends a message of the stream phase; dropped until the broadcaster has welcomed us, so the
     /// Hello (and the key handshake) always come first.
     func sendIfJoined(_ envelope: PCEnvelope) {
-        guard let bytes = try? WireFraming.encode(envelope) else { return }
         let handler = self.handler
         channel.eventLoop.execute {
-            handler.value.sendIfJoined(ByteBuffer(bytes: bytes))
+            handler.value.sendIfJoined(envelope)
         }
     }
 
@@ -197,10 +196,9 @@ final class BroadcastClient: Sendable {
     func leave() {
         var goodbye = PCEnvelope()
         goodbye.body = .goodbye(PCGoodbye())
-        guard let bytes = try? WireFraming.encode(goodbye) else { return close() }
         let (channel, handler) = (self.channel, self.handler)
         channel.eventLoop.execute {
-            handler.value.sendIfJoined(ByteBuffer(bytes: bytes))
+            handler.value.sendIfJoined(goodbye)
             channel.close(promise: nil)
         }
     }
@@ -233,13 +231,24 @@ final class ClientHandler: ChannelInboundHandler {
 
     /// The Hello goes out the moment the connection exists, before anything else can be written.
     func channelActive(context: ChannelHandlerContext) {
-        if let bytes = try? WireFraming.encode(gate.hello) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
+        write(gate.hello, context)
         context.fireChannelActive()
     }
 
-    func sendIfJoined(_ bytes: ByteBuffer) {
+    func sendIfJoined(_ envelope: PCEnvelope) {
         guard gate.isJoined, let context else { return }
-        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        write(envelope, context)
+    }
+
+    /// Frames and sends a message this listener built. One that does not frame is this listener's bug,
+    /// not the broadcaster's: said once, and the connection ends rather than go on without it.
+    private func write(_ envelope: PCEnvelope, _ context: ChannelHandlerContext) {
+        do {
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: try WireFraming.encode(envelope))), promise: nil)
+        } catch {
+            logger.error("could not frame this listener's own message (\(error)); leaving the party")
+            end(context, "this listener could not frame its own message")
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -263,7 +272,7 @@ final class ClientHandler: ChannelInboundHandler {
     private func act(on verdict: ConnectionGate.Verdict, context: ChannelHandlerContext, arrivedAt: Int64) {
         switch verdict {
         case .reply(let envelope):
-            if let bytes = try? WireFraming.encode(envelope) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil) }
+            write(envelope, context)
         case .startSealing(let session):
             sealing.startSealing(with: session.sealer(sending: .listenerToBroadcaster))
             decoder.openRecords(with: session.opener(receiving: .broadcasterToListener))
@@ -298,9 +307,15 @@ final class ClientHandler: ChannelInboundHandler {
                 : ClockRequester.Datagrams(host: host, port: Int(welcome.clockPort), token: welcome.clockToken, key: gate.clockKey)
         }
         do throws(SystemCallError) {
+            let logger = self.logger
             clockRequester = try ClockRequester(datagrams: datagrams, sync: clockSync, logger: logger) { request in
-                guard channel.isActive, let bytes = try? WireFraming.encode(request) else { return }
-                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+                guard channel.isActive else { return }
+                do {
+                    channel.writeAndFlush(ByteBuffer(bytes: try WireFraming.encode(request)), promise: nil)
+                } catch {
+                    logger.error("could not frame this listener's own clock request (\(error)); leaving the party")
+                    channel.close(promise: nil)
+                }
             }
         } catch {
             // Without exchanges the listener cannot place audio on the party's clock: say so once.

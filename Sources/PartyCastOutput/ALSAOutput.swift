@@ -80,7 +80,8 @@ struct ALSAPCM: @unchecked Sendable {
         return (Int(avail), Int(delay), 0)
     }
 
-    func drain() { alsa.snd_pcm_drain(handle) }
+    /// Blocks until the queued frames were heard; a negative error code when the device failed first.
+    func drain() -> Int32 { alsa.snd_pcm_drain(handle) }
     func close() { alsa.snd_pcm_close(handle) }
 
     func check(_ result: Int32, _ what: String) throws(PartyCastError) {
@@ -166,7 +167,11 @@ public final class ALSAOutput: AudioOutput {
             }
             delayFrames.store(pcm.delay(), ordering: .relaxed)
         }
-        if finished || drainOnStop.load(ordering: .acquiring) { pcm.drain() }
+        if finished || drainOnStop.load(ordering: .acquiring) {
+            let drained = pcm.drain()
+            // The song's last period never reached the speaker: the end is a failure, not a finish.
+            if drained < 0 { return .failed(PartyCastError(.output, "ALSA device '\(pcm.device)' failed while draining: \(pcm.message(drained))")) }
+        }
         return finished ? .finished : .stopped
     }
 
