@@ -147,7 +147,7 @@ let package = Package(
         .target(name: "PartyCastBroadcast", dependencies: [
             "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // Clock sync's maths, free of the wire: what maps a listener's clock to the broadcaster's (at
         // the top), the local clock and the schedule the audio thread reads (Playback/), and the one
@@ -188,8 +188,8 @@ let package = Package(
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
             "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],
                                          .when(configuration: .release))]),
 

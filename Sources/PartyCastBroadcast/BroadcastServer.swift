@@ -6,16 +6,17 @@ import PartyCastClockExchange
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastWire
+import ServiceLifecycle
 
 /// The network side of the broadcaster: accepts listeners over TCP, runs the handshake (Hello →
 /// Welcome, with the key challenge in between for a private party) under a timeout, and hands joined
 /// listeners to the `Fanout`; their clock requests go to the `ClockResponder` (UDP, on the same port
 /// number where it is free), or are answered on the connection where UDP does not get through.
 /// Hostile peers (garbage, oversized length prefixes, silence, wrong keys) are closed and logged;
-/// serving goes on.
-public final class BroadcastServer: Sendable {
+/// serving goes on. As a `Service`, it serves until the process's graceful shutdown.
+public final class BroadcastServer: Service, Sendable {
     public static let handshakeTimeout = TimeAmount.seconds(5)
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
     /// The listening socket; replaced if it ever closes while serving.
     private let channel: LockedValueBox<Channel>
     private let shuttingDown = LockedValueBox(false)
@@ -26,8 +27,10 @@ public final class BroadcastServer: Sendable {
 
     /// - Parameter welcome: builds the Welcome for a peer (protocol version, names, session).
     /// - Parameter key: a private party's key: only listeners that prove they hold it join.
+    /// - Parameter group: the process's event loops (its one group).
+    /// Returns once listening, so a busy port is an error here rather than a log line later.
     public init(host: String, port: Int, fanout: Fanout, key: PartyKey?, welcome: @escaping @Sendable () -> PCEnvelope,
-                logger: Logger) throws(PartyCastError) {
+                group: any EventLoopGroup, logger: Logger) async throws(PartyCastError) {
         // On the TCP port's number (UDP 7360 by default, firewalls allow the pair), or any free one.
         let clockResponder: ClockResponder?
         do {
@@ -36,7 +39,6 @@ public final class BroadcastServer: Sendable {
             clockResponder = nil
             logger.warning("no UDP clock responder (\(error)): listeners keep time over their TCP connections")
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let throttle = KeyGuessThrottle()
         let census = ConnectionCensus()
         let refusals = fanout.refusals
@@ -68,9 +70,8 @@ public final class BroadcastServer: Sendable {
         }
         let channel: Channel
         do {
-            channel = try bind(port).wait()
+            channel = try await bind(port).get()
         } catch {
-            try? group.syncShutdownGracefully()
             clockResponder?.shutdown()
             throw PartyCastError(.io, "cannot listen on \(host):\(port): \(error); is another broadcaster using the port? Try --port")
         }
@@ -111,13 +112,15 @@ public final class BroadcastServer: Sendable {
         }
     }
 
-    public func shutdown() {
+    /// Serves until the graceful shutdown (or cancellation), then stops listening. The connections
+    /// stay: the party says goodbye on them and closes them (`Party.sayGoodbye`).
+    public func run() async throws {
+        do { try await gracefulShutdown() } catch { /* cancelled: stop listening all the same */ }
         let channel = shuttingDown.withLockedValue { stopping in
             stopping = true
             return self.channel.withLockedValue { $0 }
         }
-        try? channel.close().wait()
-        try? group.syncShutdownGracefully()
+        do { try await channel.close() } catch ChannelError.alreadyClosed { /* relisten had not bound yet */ }
         if let clockResponder {
             clockResponder.shutdown()
             let ignored = clockResponder.ignoredDatagrams

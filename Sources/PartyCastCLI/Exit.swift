@@ -24,6 +24,11 @@ public func installInterruptHandler() {
     _ = interruptWake
     signal(SIGINT) { _ in signalInterrupt() }
     signal(SIGTERM) { _ in signalInterrupt() }
+    ignoreBrokenPipes()
+}
+
+/// A peer that closes its socket (or a reader its pipe) mid-write is an error to handle, not a reason to die.
+public func ignoreBrokenPipes() {
     signal(SIGPIPE, SIG_IGN)
 }
 

@@ -5,7 +5,7 @@ import Glibc
 
 /// Reads keys from a terminal in raw mode on its own thread: space, ←/→, q. The thread sleeps in
 /// poll(2) until a key or `finish()` (a byte down a pipe) wakes it: no periodic wakeups.
-public final class KeyReader {
+public final class KeyReader: Sendable {
     public enum Key: Sendable {
         case space, left, right, quit
     }

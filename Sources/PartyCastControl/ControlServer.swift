@@ -10,25 +10,29 @@ import PartyCastWire
 import ServiceLifecycle
 
 /// The party's remote control: the HTTP + JSON API under /api, its WebSocket of snapshots and the
-/// web page, on an event loop of its own so the broadcast's threads never wait for a browser.
-public final class ControlServer: Sendable {
+/// web page. Hummingbird's Application runs in a ServiceGroup of its own, started bound (so the
+/// port is known before the party is announced); as a `Service` of the process's group, it serves
+/// until that group's graceful shutdown and then shuts its own down.
+public final class ControlServer: Service, Sendable {
     /// The port bound (the one asked for, or the one the system picked for 0).
     public let port: Int
-    private let group: MultiThreadedEventLoopGroup
     private let services: ServiceGroup
     private let stopped: EventLoopFuture<Void>
     private let running: Task<Void, Never>
+    private let eventLoop: any EventLoop
 
-    /// Binds before returning, so a busy port is an error here rather than a log line later.
-    /// Blocks the calling thread until then: call it from a plain thread, not an event loop.
     /// Idle keep-alive connections close after this; silent new ones sooner (`ControlConnections`).
     static let idleTimeout = TimeAmount.seconds(30)
+    /// How long open connections (a WebSocket gets a close frame) may take to finish at shutdown.
+    static let shutdownDeadline = TimeAmount.seconds(2)
 
+    /// Returns once bound, so a busy port is an error here rather than a log line later.
     /// - Parameter names: the Host names it answers to (default: this machine's own, `OwnNames.current`).
     /// - Parameter refusals: where its refusals are counted (the broadcaster's, for `status`).
+    /// - Parameter group: the process's event loops (its one group).
     public init(control: any PartyControl, host: String, port: Int, key: PartyKey?, names: OwnNames? = nil,
-                refusals: Refusals? = nil, logger: Logger) throws(PartyCastError) {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                refusals: Refusals? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                logger: Logger) async throws(PartyCastError) {
         // Hummingbird's own start and stop lines would repeat what the broadcaster says itself.
         var serverLogger = logger
         serverLogger.handler = ThrottledLogHandler(wrapping: logger.handler)
@@ -43,8 +47,9 @@ public final class ControlServer: Sendable {
                                                                     configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
                                 connections: connections)
         }
-        let bound = group.next().makePromise(of: Int.self)
-        let stopped = group.next().makePromise(of: Void.self)
+        let eventLoop = group.next()
+        let bound = eventLoop.makePromise(of: Int.self)
+        let stopped = eventLoop.makePromise(of: Void.self)
         let app = Application(
             router: api.router(),
             server: server,
@@ -52,9 +57,9 @@ public final class ControlServer: Sendable {
             onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
             eventLoopGroupProvider: .shared(group),
             logger: serverLogger)
-        // No signals: the broadcaster handles Ctrl-C itself and shuts this server down.
+        // No signals here: the process's own group has them, and ends this one through `run`.
         let services = ServiceGroup(configuration: .init(services: [app], logger: serverLogger))
-        running = Task.detached {
+        let running = Task {
             do {
                 try await services.run()
                 bound.fail(ControlServerError.stoppedBeforeBinding)
@@ -64,29 +69,33 @@ public final class ControlServer: Sendable {
             stopped.succeed(())
         }
         do {
-            self.port = try bound.futureResult.wait()
+            self.port = try await bound.futureResult.get()
         } catch {
             running.cancel()
-            // The task fulfils `stopped` right after failing `bound`: shutting the loop down first
-            // left that promise unfulfilled ("leaking promise", a crash in debug builds). It never fails.
-            try? stopped.futureResult.wait()
-            try? group.syncShutdownGracefully()
+            // The task fulfils `stopped` right after failing `bound`; it never fails.
+            try? await stopped.futureResult.get()
             throw PartyCastError(.io, "cannot serve the remote control on \(host):\(port): \(Self.describe(error)) (choose another with --control-port)")
         }
-        self.group = group
         self.services = services
         self.stopped = stopped.futureResult
+        self.running = running
+        self.eventLoop = eventLoop
+    }
+
+    /// Serves until the process's graceful shutdown (or cancellation), then stops.
+    public func run() async throws {
+        do { try await gracefulShutdown() } catch { /* cancelled: stop all the same */ }
+        await stop()
     }
 
     /// Closes the listening socket and every connection: gracefully (WebSockets get a close frame)
-    /// for up to two seconds, then by cancelling what is left.
-    public func shutdown() {
-        Task.detached { [services] in await services.triggerGracefulShutdown() }
-        let deadline = NIODeadline.now() + .seconds(2)
-        let timer = group.next().scheduleTask(deadline: deadline) { [running] in running.cancel() }
-        _ = try? stopped.wait()
+    /// for up to `shutdownDeadline`, then by cancelling what is left.
+    public func stop() async {
+        await services.triggerGracefulShutdown()
+        let timer = eventLoop.scheduleTask(in: Self.shutdownDeadline) { [running] in running.cancel() }
+        // `stopped` never fails (see init).
+        try? await stopped.get()
         timer.cancel()
-        try? group.syncShutdownGracefully()
     }
 
     private static func describe(_ error: any Error) -> String {

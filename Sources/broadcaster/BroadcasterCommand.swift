@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOPosix
 import PartyCastBroadcast
 import PartyCastCLI
 import PartyCastCodec
@@ -11,6 +12,7 @@ import PartyCastDecoder
 import PartyCastSourceRegistry
 import PartyCastDiscovery
 import PartyCastWire
+import ServiceLifecycle
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +26,7 @@ struct BroadcasterCLI: AsyncParsableCommand {
         subcommands: [Share.self, Ctl.self])
 }
 
-struct Share: ParsableCommand {
+struct Share: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode the sources in order, encode once, and stream to every listener that joins.")
 
@@ -81,18 +83,23 @@ struct Share: ParsableCommand {
         guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
     }
 
-    func run() throws {
+    func run() async throws {
         let logger = logging.bootstrap(program: "broadcaster")
-        installInterruptHandler()
+        // Ctrl-C and SIGTERM are the service group's (below); a listener gone mid-write must not kill us.
+        ignoreBrokenPipes()
         let partyKey = try key.key
-        do throws(PartyCastError) {
-            try share(partyKey: partyKey, logger: logger)
-        } catch {
+        do {
+            try await share(partyKey: partyKey, logger: logger)
+        } catch let error as PartyCastError {
             throw exitFailing(error, program: "broadcaster")
         }
     }
 
-    private func share(partyKey: PartyKey?, logger: Logger) throws(PartyCastError) {
+    /// Sets the party up, then runs it as one service group: the stream's server, the remote
+    /// control, the mDNS advertisement, the terminal's keys and status, and the pacer. Ctrl-C or
+    /// SIGTERM shut the group down gracefully, the pacer first (it says goodbye to every listener),
+    /// within `shutdownDeadline`; so does the end of the queue, or `q`.
+    private func share(partyKey: PartyKey?, logger: Logger) async throws {
         let host = localHostName()
         var options = BroadcastOptions(name: name ?? "PartyCast on \(host)")
         options.codec = WireCodecs.named(codec)!
@@ -110,11 +117,11 @@ struct Share: ParsableCommand {
         let sourceOptions = try self.sourceOptions(logger: logger)
         let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
                                 fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
-        let server = try BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome, logger: logger)
-        defer { server.shutdown() }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let server = try await BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome,
+                                               group: group, logger: logger)
         // The remote control drives the party's command queue, as the keys below do.
-        let remote = try remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
-        defer { remote.shutdown() }
+        let remote = try await remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
@@ -148,30 +155,30 @@ struct Share: ParsableCommand {
                 if case .failure(let refusal) = await party.perform(command) { logger.notice("\(refusal.message)") }
             }
         }
-        defer { keys?.finish() }
-        let finished: Bool
-        do {
-            finished = try party.run()
-        } catch {
-            display.finish()
-            party.sayGoodbye("the broadcaster failed: \(error.message)")
-            throw error
-        }
-        display.finish()
-        party.sayGoodbye(finished ? "the broadcast is over" : "the broadcaster was stopped")
-        publisher?.stop()
-        logger.info(finished ? "the broadcast is over; \(fanout.everJoined) listener(s) joined" : "stopped; said goodbye to every listener")
+        // Shut down in the reverse of this order: the pacer (and its goodbyes) first, the servers last.
+        let services = ServiceGroup(configuration: .init(
+            services: [
+                .init(service: server),
+                .init(service: remote),
+                .init(service: HeldUntilShutdown { advertised?.stop() }),
+                .init(service: HeldUntilShutdown { keys?.finish() }),
+                .init(service: display),
+                .init(service: PacerService(party: party, fanout: fanout, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
+            ],
+            gracefulShutdownSignals: [.sigint, .sigterm],
+            logger: logger))
+        try await services.run()
     }
 
     /// The remote control on `--control-port`, else on the stream port + 1, else (that one taken by
     /// some other program) on a free port: an unasked-for port is no reason to refuse to play.
-    private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, refusals: Refusals, logger: Logger) throws(PartyCastError) -> ControlServer {
+    private func remoteControl(party: Party, streamPort: Int, key: PartyKey?, refusals: Refusals, logger: Logger) async throws(PartyCastError) -> ControlServer {
         let preferred = controlPort ?? (port == 0 ? 0 : streamPort + 1)
         do throws(PartyCastError) {
-            return try ControlServer(control: party, host: bind, port: preferred, key: key, refusals: refusals, logger: logger)
+            return try await ControlServer(control: party, host: bind, port: preferred, key: key, refusals: refusals, logger: logger)
         } catch where controlPort == nil && preferred != 0 {
             logger.notice("the remote control's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
-            return try ControlServer(control: party, host: bind, port: 0, key: key, refusals: refusals, logger: logger)
+            return try await ControlServer(control: party, host: bind, port: 0, key: key, refusals: refusals, logger: logger)
         }
     }
 

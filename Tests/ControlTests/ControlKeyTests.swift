@@ -12,13 +12,13 @@ final class ControlKeyTests: XCTestCase {
     private var server: ControlServer!
     private let secret = "correct horse battery"
 
-    override func setUpWithError() throws {
-        server = try ControlServer(control: RecordingParty(), host: "127.0.0.1", port: 0, key: PartyKey(secret: secret),
-                                   logger: Logger(label: "control-key-test"))
+    override func setUp() async throws {
+        server = try await ControlServer(control: RecordingParty(), host: "127.0.0.1", port: 0, key: PartyKey(secret: secret),
+                                         logger: Logger(label: "control-key-test"))
     }
 
-    override func tearDownWithError() throws {
-        server.shutdown()
+    override func tearDown() async throws {
+        await server.stop()
     }
 
     private var remote: Remote { Remote(port: server.port) }

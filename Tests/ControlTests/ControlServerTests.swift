@@ -17,13 +17,13 @@ final class ControlServerTests: XCTestCase {
     private let logger = Logger(label: "control-test")
     private let secret = "correct horse battery"
 
-    override func setUpWithError() throws {
+    override func setUp() async throws {
         party = RecordingParty()
-        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)
+        server = try await ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)
     }
 
-    override func tearDownWithError() throws {
-        server.shutdown()
+    override func tearDown() async throws {
+        await server.stop()
     }
 
     // MARK: - Commands
@@ -194,7 +194,7 @@ final class ControlServerTests: XCTestCase {
     // MARK: - Private party
 
     func testAPrivatePartyWantsTheKeyOnEveryAPIRoute() async throws {
-        try restart(key: PartyKey(secret: secret))
+        try await restart(key: PartyKey(secret: secret))
         for (index, route) in [(HTTPMethod.GET, "/api/status"), (.POST, "/api/pause"), (.GET, "/api/items/1/cover"), (.GET, "/api/library")].enumerated() {
             let bare = try await call(route.0, route.1)
             XCTAssertEqual(bare.status, 401, route.1)
@@ -244,7 +244,7 @@ final class ControlServerTests: XCTestCase {
     }
 
     func testAPrivatePartysWebSocketWantsTheKeyFirst() async throws {
-        try restart(key: PartyKey(secret: secret))
+        try await restart(key: PartyKey(secret: secret))
         let refused = try await webSocket(firstMessage: #"{"key": "not the key"}"#, count: 1)
         XCTAssertEqual(refused.messages, [])
         XCTAssertEqual(refused.close?.closeCode, .policyViolation)
@@ -263,7 +263,7 @@ final class ControlServerTests: XCTestCase {
 
     /// The real command line against the live server: the party's answers, its refusals' messages
     /// as one line, and the exit statuses scripts can rely on.
-    func testCtlDrivesTheRemoteAndExitsByTheAnswer() throws {
+    func testCtlDrivesTheRemoteAndExitsByTheAnswer() async throws {
         let url = "http://127.0.0.1:\(server.port)"
         func ctl(_ arguments: String..., environment: [String: String]? = nil) throws -> ProcessResult {
             try runProcess(productPath("broadcaster"), ["ctl", "--url", url] + arguments, timeout: 30, environment: environment)
@@ -300,7 +300,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(nobody.status, 7)
         XCTAssertTrue(nobody.stderr.hasPrefix("broadcaster: error [io]: cannot reach the party's remote control"), nobody.stderr)
 
-        try restart(key: PartyKey(secret: secret))
+        try await restart(key: PartyKey(secret: secret))
         let url2 = "http://127.0.0.1:\(server.port)"
         let locked = try runProcess(productPath("broadcaster"), ["ctl", "--url", url2, "pause"], timeout: 30)
         XCTAssertEqual(locked.status, 12)
@@ -314,9 +314,12 @@ final class ControlServerTests: XCTestCase {
 
     // MARK: - Lifecycle
 
-    func testABusyPortIsAOneLineError() throws {
-        XCTAssertThrowsError(try ControlServer(control: party, host: "127.0.0.1", port: server.port, key: nil, logger: logger)) { error in
-            guard let error = error as? PartyCastError else { return XCTFail("\(error)") }
+    func testABusyPortIsAOneLineError() async throws {
+        do {
+            let second = try await ControlServer(control: party, host: "127.0.0.1", port: server.port, key: nil, logger: logger)
+            XCTFail("a second server bound port \(second.port)")
+            await second.stop()
+        } catch {
             XCTAssertEqual(error.code, .io)
             XCTAssertTrue(error.message.contains("127.0.0.1:\(server.port)"), error.message)
             XCTAssertTrue(error.message.lowercased().contains("in use"), error.message)
@@ -335,12 +338,12 @@ final class ControlServerTests: XCTestCase {
         }
         XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 1 })
         let started = Date()
-        server.shutdown()
+        await server.stop()
         XCTAssertLessThan(Date().timeIntervalSince(started), 3.5)
         await fulfillment(of: [closed], timeout: 5)
         _ = try await client.value
         XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 0 })
-        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)  // for tearDown
+        server = try await ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: logger)  // for tearDown
     }
 
     // MARK: - Helpers
@@ -351,9 +354,9 @@ final class ControlServerTests: XCTestCase {
         try await remote.call(method, path, body: body, headers: headers)
     }
 
-    private func restart(key: PartyKey?) throws {
-        server.shutdown()
-        server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: key, logger: logger)
+    private func restart(key: PartyKey?) async throws {
+        await server.stop()
+        server = try await ControlServer(control: party, host: "127.0.0.1", port: 0, key: key, logger: logger)
     }
 
     /// Connects to /api/events, sends `firstMessage`, runs `then` once the first snapshot arrived,

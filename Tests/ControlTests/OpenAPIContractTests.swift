@@ -11,21 +11,27 @@ final class OpenAPIContractTests: XCTestCase {
     private static let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../Sources/PartyCastControl/Web/openapi.yaml").standardized.path
 
-    func testTheAPIKeepsToItsOpenAPIDescription() throws {
+    func testTheAPIKeepsToItsOpenAPIDescription() async throws {
         let schemathesis = testDriver("schemathesis")
         guard (try? runProcess(schemathesis, ["--version"], timeout: 60))?.status == 0 else {
             throw XCTSkip("no \(schemathesis): run `make deps`")
         }
         let party = RecordingParty()
-        let server = try ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: Logger(label: "openapi-test"))
-        defer { server.shutdown() }
+        let server = try await ControlServer(control: party, host: "127.0.0.1", port: 0, key: nil, logger: Logger(label: "openapi-test"))
+        let checked = Result { try check(schemathesis, port: server.port) }
+        await server.stop()
+        try checked.get()
+    }
+
+    /// Runs schemathesis against the server on `port`: every check passes.
+    private func check(_ schemathesis: String, port: Int) throws {
         // From a scratch folder: schemathesis leaves its cache in the working directory.
         let scratch = try temporaryDirectory()
         let report = scratch + "/output.txt"
         _ = FileManager.default.createFile(atPath: report, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: schemathesis)
-        process.arguments = ["run", Self.spec, "--url", "http://127.0.0.1:\(server.port)", "--checks", "all",
+        process.arguments = ["run", Self.spec, "--url", "http://127.0.0.1:\(port)", "--checks", "all",
                              "--exclude-checks", Self.excludedChecks, "--max-examples", "40", "--request-timeout", "10", "--no-color"]
         process.currentDirectoryURL = URL(fileURLWithPath: scratch)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: report))

@@ -14,34 +14,35 @@ final class RemotePageBrowserTests: XCTestCase {
     private static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../Browser/remote_test.py").standardized.path
 
-    func testThePageShowsTheTitlePausesAndMovesAListenersVolume() throws {
-        try drive(key: nil)
+    func testThePageShowsTheTitlePausesAndMovesAListenersVolume() async throws {
+        try await drive(key: nil)
     }
 
     /// The page asks for the key (the script types it), then sends it on every request and as the
     /// WebSocket's first message. Only against the recording party: a real one sets its own key.
-    func testAPrivatePartysPageAsksForTheKeyOnce() throws {
+    func testAPrivatePartysPageAsksForTheKeyOnce() async throws {
         guard ProcessInfo.processInfo.environment["PARTYCAST_REMOTE_URL"] == nil else { throw XCTSkip("runs against the recording party only") }
-        try drive(key: "a private party key")
+        try await drive(key: "a private party key")
     }
 
-    private func drive(key: String?) throws {
+    private func drive(key: String?) async throws {
         try ensureHeadlessBrowser()
         let environment = ProcessInfo.processInfo.environment
         let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? NSTemporaryDirectory() + "partycast-remote-\(UUID().uuidString).png"
         var party: RecordingParty?
         var server: ControlServer?
-        defer { server?.shutdown() }
         var variables = ["PARTYCAST_SCREENSHOT": screenshot]
         if environment["PARTYCAST_REMOTE_URL"] == nil {
             party = RecordingParty()
-            server = try ControlServer(control: party!, host: "127.0.0.1", port: 0, key: key.map(PartyKey.init(secret:)),
-                                       logger: Logger(label: "browser-test"))
+            server = try await ControlServer(control: party!, host: "127.0.0.1", port: 0, key: key.map(PartyKey.init(secret:)),
+                                             logger: Logger(label: "browser-test"))
             if let key { variables["PARTYCAST_KEY"] = key }
             variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
             variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
         }
-        let result = try runProcess(testDriver("python"), [Self.script], timeout: 180, environment: variables)
+        let ran = Result { try runProcess(testDriver("python"), [Self.script], timeout: 180, environment: variables) }
+        await server?.stop()
+        let result = try ran.get()
         XCTAssertEqual(result.status, 0, "\(result.stdout)\n\(result.stderr)")
         let png = FileManager.default.contents(atPath: screenshot) ?? Data()
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "a PNG at \(screenshot)")
