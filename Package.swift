@@ -155,9 +155,11 @@ let package = Package(
         .target(name: "PartyCastClock", dependencies: [
             "PartyCastCore",
         ]),
+        // recvmsg's control messages through the C library's own macros (kernel receive timestamps).
+        .target(name: "CSocketMessages"),
         // The exchanges themselves: UDP with kernel timestamps, TCP as the fallback, both ends.
         .target(name: "PartyCastClockExchange", dependencies: [
-            "PartyCastCore", "PartyCastClock", "PartyCastWire",
+            "CSocketMessages", "PartyCastCore", "PartyCastClock", "PartyCastWire",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's network source: wire frames → packets → PCM for the player.

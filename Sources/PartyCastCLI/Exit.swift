@@ -46,9 +46,8 @@ public func onInterrupt(_ action: @escaping @Sendable () -> Void) {
     _ = DedicatedThread {
         var byte: UInt8 = 0
         while !interrupted.load(ordering: .relaxed) {
-            let n = read(readEnd, &byte, 1)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
+            // Only a closed pipe ends it (the process is exiting); the handler's byte wakes it.
+            guard let n = try? systemCall("read", { read(readEnd, &byte, 1) }), n > 0 else { return }
         }
         action()
     }

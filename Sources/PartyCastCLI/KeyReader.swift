@@ -29,12 +29,11 @@ public final class KeyReader: Sendable {
         thread = DedicatedThread {
             var escape: [UInt8] = []
             while true {
-                var fds = [pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-                guard poll(&fds, 2, -1) > 0 || errno == EINTR else { return }
-                if fds[1].revents != 0 { return }
-                guard fds[0].revents != 0 else { continue }
+                // A failed poll or read (the terminal went away) ends the keys; the party plays on.
+                guard let ready = try? waitUntilReadable([STDIN_FILENO, wake]), !ready[1] else { return }
+                guard ready[0] else { continue }
                 var byte: UInt8 = 0
-                guard read(STDIN_FILENO, &byte, 1) == 1 else { return }
+                guard (try? systemCall("read") { read(STDIN_FILENO, &byte, 1) }) == 1 else { return }
                 escape.append(byte)
                 switch escape {
                 case [0x1B], [0x1B, 0x5B]: continue

@@ -173,16 +173,20 @@ struct Exchange {
                                 leastRecentRoundTrip / 2, fallBack ? ClockRequester.densestOverTCP : 0)
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
-            var fds = [pollfd(fd: mailbox.pipe.readEnd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: socket?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 2, timeout) >= 0 || errno == EINTR else { return }
-            if fds[0].revents != 0 {
+            let ready: [Bool]
+            do throws(SystemCallError) {
+                ready = try waitUntilReadable([mailbox.pipe.readEnd, socket?.fd ?? -1], timeoutMilliseconds: timeout)
+            } catch {
+                logger.error("clock exchanges stopped: \(error); this listener keeps its last estimate")
+                return
+            }
+            if ready[0] {
                 let posted = mailbox.collect()
                 if posted.stopped { return }
                 for _ in 0..<posted.dropped { sync.countIgnored() }
                 sync.record(posted.answers)
             }
-            guard let socket, fds[1].revents != 0 else { continue }
+            guard let socket, ready[1] else { continue }
             batch.removeAll(keepingCapacity: true)
             while let received = socket.receive(into: &buffer) {
                 guard received.count <= ClockSocket.maximumDatagram,

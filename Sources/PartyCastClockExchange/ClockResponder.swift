@@ -92,9 +92,8 @@ public final class ClockResponder: Sendable {
         // One byte more than any datagram of ours, so a longer one shows as truncated.
         var buffer = [UInt8](repeating: 0, count: ClockSocket.maximumDatagram + 1)
         while true {
-            var fds = [pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 2, -1) > 0 || errno == EINTR else { return }
-            if fds[1].revents != 0 { return }
+            // poll(2) fails only on bad arguments or no memory: then no answers, as with a stop.
+            guard let ready = try? waitUntilReadable([socket.fd, wake]), !ready[1] else { return }
             while let received = socket.receive(into: &buffer) {
                 let admitted = table.withLockedValue { table in
                     received.count <= ClockSocket.maximumDatagram

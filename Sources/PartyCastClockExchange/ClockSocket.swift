@@ -1,3 +1,4 @@
+import CSocketMessages
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,9 +18,6 @@ final class ClockSocket: Sendable {
     /// Datagrams longer than this are not ours (a signed answer is ~70 bytes); they are read and
     /// dropped, never parsed.
     static let maximumDatagram = 256
-    /// SO_TIMESTAMPNS (= SCM_TIMESTAMPNS), the asm-generic value shared by x86-64 and the ARMs:
-    /// Glibc defines it through a __TIMESIZE conditional that Swift does not import.
-    private static let timestampOption: Int32 = 35
 
     let fd: Int32
 
@@ -28,7 +26,7 @@ final class ClockSocket: Sendable {
         let address = try Self.resolve(host: host, port: port, passive: true)
         try self.init(family: Int32(address.storage.ss_family))
         var reuse: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        _ = try systemCall("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size)) }
         try Self.withSocketAddress(address) { pointer, length throws(SystemCallError) in
             _ = try systemCall("bind") { Glibc.bind(fd, pointer, length) }
         }
@@ -46,11 +44,8 @@ final class ClockSocket: Sendable {
 
     private init(family: Int32) throws(SystemCallError) {
         fd = try systemCall("socket") { socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-        var on: Int32 = 1
         do {
-            _ = try systemCall("setsockopt(SO_TIMESTAMPNS)") {
-                setsockopt(fd, SOL_SOCKET, Self.timestampOption, &on, socklen_t(MemoryLayout<Int32>.size))
-            }
+            _ = try systemCall("setsockopt(SO_TIMESTAMPNS)") { partycast_enable_receive_timestamps(fd) }
         } catch {
             close(fd)
             throw error
@@ -74,76 +69,49 @@ final class ClockSocket: Sendable {
     }
 
     /// Sends to the connected peer, or to `address` (the responder's answer to whoever asked).
-    /// Failures are the datagram's loss, which the exchange is built to survive.
+    /// A failure is the datagram's loss, which the exchange is built to survive and counts as one.
     func send(_ bytes: [UInt8], to address: Address? = nil) {
-        bytes.withUnsafeBytes { payload in
+        _ = try? bytes.withUnsafeBytes { payload throws(SystemCallError) in
             if var address {
-                _ = withUnsafePointer(to: &address.storage) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT), $0, address.length)
+                try withUnsafePointer(to: &address.storage) { storage throws(SystemCallError) in
+                    try storage.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer throws(SystemCallError) in
+                        try systemCall("sendto") { sendto(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT), pointer, address.length) }
                     }
                 }
             } else {
-                _ = Glibc.send(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT))
+                try systemCall("send") { Glibc.send(fd, payload.baseAddress, payload.count, Int32(MSG_DONTWAIT)) }
             }
         }
     }
 
-    /// Reads one datagram into `buffer` without blocking; nil when none is waiting. A datagram
-    /// longer than the buffer comes back truncated with `count` > buffer.count, for the caller to drop.
+    /// Reads one datagram into `buffer` without blocking; nil when none is waiting (or the read
+    /// failed: the datagram is lost either way). A datagram longer than the buffer comes back
+    /// truncated with `count` > buffer.count, for the caller to drop.
     func receive(into buffer: inout [UInt8]) -> Received? {
         var from = sockaddr_storage()
-        var control = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        let (count, controlLength, fromLength): (Int, Int, socklen_t) = buffer.withUnsafeMutableBytes { payload in
-            withUnsafeMutableBytes(of: &control) { controlBytes in
-                withUnsafeMutablePointer(to: &from) { fromPointer in
-                    var vector = iovec(iov_base: payload.baseAddress, iov_len: payload.count)
-                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                        var message = msghdr()
-                        message.msg_name = UnsafeMutableRawPointer(fromPointer)
-                        message.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                        message.msg_iov = vectorPointer
-                        message.msg_iovlen = 1
-                        message.msg_control = controlBytes.baseAddress
-                        message.msg_controllen = controlBytes.count
-                        let count = recvmsg(fd, &message, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
-                        return (count, message.msg_controllen, message.msg_namelen)
-                    }
-                }
-            }
-        }
-        guard count >= 0 else { return nil }
-        let arrivedAt = withUnsafeBytes(of: control) { Self.kernelArrival(control: $0, length: controlLength) } ?? monotonicNanoseconds()
+        var fromLength = socklen_t(0)
+        var arrival = timespec()
+        let fd = self.fd
+        guard let count = try? buffer.withUnsafeMutableBytes({ payload throws(SystemCallError) in
+            try systemCall("recvmsg") { partycast_receive_stamped(fd, payload.baseAddress, payload.count, &from, &fromLength, &arrival) }
+        }) else { return nil }
+        let arrivedAt = Self.monotonic(fromRealtime: arrival) ?? monotonicNanoseconds()
         return Received(count: count, arrivedAt: arrivedAt, from: Address(storage: from, length: fromLength))
     }
 
-    /// Finds SCM_TIMESTAMPNS among the control messages and turns its CLOCK_REALTIME reading into
-    /// CLOCK_MONOTONIC by the two clocks' difference read right now: the datagram arrived
-    /// microseconds ago, so a slewing or stepped realtime clock cannot skew it measurably.
-    private static func kernelArrival(control: UnsafeRawBufferPointer, length: Int) -> UInt64? {
-        // struct cmsghdr { size_t len; int level; int type; } then the data, 8-byte aligned on 64-bit.
-        let header = 16, end = min(length, control.count)
-        var offset = 0
-        while offset + header <= end {
-            let messageLength = Int(control.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            let level = control.loadUnaligned(fromByteOffset: offset + 8, as: Int32.self)
-            let type = control.loadUnaligned(fromByteOffset: offset + 12, as: Int32.self)
-            guard messageLength >= header, messageLength <= end - offset else { return nil }
-            if level == SOL_SOCKET, type == timestampOption, messageLength >= header + 16 {
-                let seconds = control.loadUnaligned(fromByteOffset: offset + header, as: Int64.self)
-                let nanoseconds = control.loadUnaligned(fromByteOffset: offset + header + 8, as: Int64.self)
-                var realtime = timespec(), monotonic = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &monotonic)
-                clock_gettime(CLOCK_REALTIME, &realtime)
-                let age = (Int64(realtime.tv_sec) &- seconds) &* 1_000_000_000 &+ (Int64(realtime.tv_nsec) &- nanoseconds)
-                let now = UInt64(monotonic.tv_sec) &* 1_000_000_000 &+ UInt64(monotonic.tv_nsec)
-                // A realtime step between arrival and now shows as an age outside [0, 1 s]: not trusted.
-                guard age >= 0, age < 1_000_000_000 else { return nil }
-                return now &- UInt64(age)
-            }
-            offset += (messageLength + 7) & ~7
-        }
-        return nil
+    /// The kernel's CLOCK_REALTIME arrival stamp on CLOCK_MONOTONIC, by the two clocks' difference
+    /// read right now: the datagram arrived microseconds ago, so a slewing or stepped realtime clock
+    /// cannot skew it measurably. Nil when there was no stamp, or a step made it implausible.
+    static func monotonic(fromRealtime stamp: timespec) -> UInt64? {
+        guard stamp.tv_sec != 0 || stamp.tv_nsec != 0 else { return nil }
+        var realtime = timespec(), monotonic = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &monotonic)
+        clock_gettime(CLOCK_REALTIME, &realtime)
+        let age = (Int64(realtime.tv_sec) &- Int64(stamp.tv_sec)) &* 1_000_000_000 &+ (Int64(realtime.tv_nsec) &- Int64(stamp.tv_nsec))
+        let now = UInt64(monotonic.tv_sec) &* 1_000_000_000 &+ UInt64(monotonic.tv_nsec)
+        // A realtime step between arrival and now shows as an age outside [0, 1 s]: not trusted.
+        guard age >= 0, age < 1_000_000_000 else { return nil }
+        return now &- UInt64(age)
     }
 
     // MARK: Addresses

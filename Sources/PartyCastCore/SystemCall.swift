@@ -32,6 +32,15 @@ public func systemCall<T: BinaryInteger>(_ name: StaticString, _ body: () -> T) 
     }
 }
 
+/// Sleeps in poll(2) until one of `descriptors` can be read (or has hung up), or until
+/// `timeoutMilliseconds` pass (-1: no limit); which ones can. The one wait of every thread that
+/// sleeps on a socket or a pipe beside a `WakePipe`. A negative descriptor is skipped, as poll(2) does.
+public func waitUntilReadable(_ descriptors: [Int32], timeoutMilliseconds: Int32 = -1) throws(SystemCallError) -> [Bool] {
+    var polled = descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    _ = try systemCall("poll") { poll(&polled, nfds_t(polled.count), timeoutMilliseconds) }
+    return polled.map { $0.revents != 0 }
+}
+
 /// Nanoseconds on CLOCK_MONOTONIC: the time base for pacing and for the simulated card's `t0_ns`.
 @inline(__always)
 public func monotonicNanoseconds() -> UInt64 {

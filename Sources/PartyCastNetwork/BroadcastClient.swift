@@ -194,9 +194,9 @@ final class BroadcastClient: Sendable {
     /// Says goodbye (if joined) and closes at once: what the kernel takes goes out before the FIN,
     /// and a broadcaster that stopped reading costs no wait.
     func leave() {
-        var goodbye = PCEnvelope()
-        goodbye.body = .goodbye(PCGoodbye())
-        let (channel, handler) = (self.channel, self.handler)
+        var envelope = PCEnvelope()
+        envelope.body = .goodbye(PCGoodbye())
+        let (channel, handler, goodbye) = (self.channel, self.handler, envelope)
         channel.eventLoop.execute {
             handler.value.sendIfJoined(goodbye)
             channel.close(promise: nil)

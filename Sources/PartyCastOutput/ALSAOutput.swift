@@ -82,7 +82,8 @@ struct ALSAPCM: @unchecked Sendable {
 
     /// Blocks until the queued frames were heard; a negative error code when the device failed first.
     func drain() -> Int32 { alsa.snd_pcm_drain(handle) }
-    func close() { alsa.snd_pcm_close(handle) }
+    /// alsa-lib frees the handle whatever it returns: nothing is left to retry or report.
+    func close() { _ = alsa.snd_pcm_close(handle) }
 
     func check(_ result: Int32, _ what: String) throws(PartyCastError) {
         guard result < 0 else { return }

@@ -69,25 +69,21 @@ public final class PipeByteSource: ByteSource {
     public func read(maxBytes: Int) throws(PartyCastError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: maxBytes)
         while true {
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw PartyCastError(.io, "\(name): poll failed (errno \(errno))")
-            }
-            if fds[1].revents != 0 {
-                wake.drain()
-                return []
-            }
             let fd = self.fd
-            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
+            do throws(SystemCallError) {
+                if try waitUntilReadable([fd, wake.readEnd])[1] {
+                    wake.drain()
+                    return []
+                }
+                let n = try systemCall("read") { bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+                if n == 0 { return [] }
                 bytes.removeLast(maxBytes - n)
                 return bytes
+            } catch where error.errno == EAGAIN {
+                continue  // readable, then drained by no one else: the writer's bytes are not there yet
+            } catch {
+                throw PartyCastError(.io, "\(name): \(error)")
             }
-            if n == 0 { return [] }
-            if errno == EAGAIN || errno == EINTR { continue }
-            throw PartyCastError(.io, "\(name): read failed (errno \(errno))")
         }
     }
 

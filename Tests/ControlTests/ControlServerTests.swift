@@ -56,7 +56,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": -150}"#, .latencyOffset(listener: "L1", milliseconds: -150)),
         ]
         var revision = party.snapshot.revision
-        for (method, path, body, command) in routes {
+        for (method, path, body, _) in routes {
             let answer = try await call(method, path, body: body)
             XCTAssertEqual(answer.status, 200, "\(method) \(path): \(answer.text)")
             let snapshot = try answer.snapshot()

@@ -231,6 +231,22 @@ final class ClockExchangeTests: XCTestCase {
                      "an offset of centuries")
     }
 
+    /// A datagram's arrival time is the kernel's stamp (SO_TIMESTAMPNS through the C shim's control
+    /// messages), not the time a late reader got to it: one left waiting 50 ms reads as arrived then.
+    func testArrivalIsTheKernelsStampNotTheReadTime() throws {
+        let receiver = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
+        let sender = try ClockSocket(connectingTo: "127.0.0.1", port: receiver.localPort)
+        let sent = monotonicNanoseconds()
+        sender.send([1, 2, 3])
+        letTimePass(0.05)  // the reader's lateness is what this test is about
+        let read = monotonicNanoseconds()
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let received = try XCTUnwrap(receiver.receive(into: &buffer))
+        XCTAssertEqual(received.count, 3)
+        XCTAssertGreaterThanOrEqual(received.arrivedAt + 1_000_000, sent, "stamped after it was sent (1 ms for the two clocks' reads)")
+        XCTAssertLessThan(received.arrivedAt, read - 40_000_000, "stamped on arrival, not when read")
+    }
+
     /// UDP that nobody answers (a firewall): the requester turns to the TCP connection.
     func testUnansweredUDPFallsBackToTCP() throws {
         let silent = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
