@@ -47,7 +47,13 @@ extension Party {
         }
     }
 
+    /// The most songs a queue holds: a remote that adds in a loop costs a bounded snapshot, not all memory.
+    static let maxQueueItems = 1000
+
     private func add(_ item: PartyItem) throws(PartyCommandError) {
+        guard state.queue.count < Self.maxQueueItems else {
+            throw PartyCommandError(.invalid, "the queue is full (\(Self.maxQueueItems) songs): remove some first")
+        }
         var item = item
         item.id = state.nextItemID
         state.nextItemID += 1
@@ -130,6 +136,7 @@ extension Party {
             try replace(with: index + 1, songFrame: 0, cut: true)
         }
         state.queue.remove(at: index)
+        published.withLockedValue { _ = $0.covers.removeValue(forKey: id) }
         if let current = state.currentIndex, index < current { state.currentIndex = current - 1 }
     }
 

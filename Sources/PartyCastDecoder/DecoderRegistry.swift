@@ -41,7 +41,7 @@ public enum DecoderRegistry {
         let stream = replay.isReplaying ? replay : bytes
         let decoded: PCMSource
         if let decoder { decoded = try decoder.open(stream) } else { decoded = try unrecognised!(stream) }
-        return bytes.streamTags == nil && bytes.wakeReader == nil ? decoded : LiveStreamSource(decoded, transport: bytes)
+        return bytes.streamTags == nil && bytes.wakeReader == nil ? decoded : TransportedStreamSource(decoded, transport: bytes)
     }
 
     /// An MP3 stream's own frames, for `--codec mp3`; any other format is refused with a line naming it.
@@ -144,7 +144,7 @@ final class ReplayingByteSource: ByteSource {
 
 /// A decoded live stream: its tags come from the transport as they change (an ICY station's
 /// titles), falling back to the stream's own, and a read waiting on the transport can be woken.
-final class LiveStreamSource: PCMSource {
+final class TransportedStreamSource: PCMSource {
     private let decoded: PCMSource
     private let transport: ByteSource
 

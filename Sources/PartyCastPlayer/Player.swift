@@ -292,7 +292,7 @@ public final class Player: Sendable {
         // A live source's frames are kept on its timeline in both modes, so cuts and gains find them.
         let timed = source as? ScheduledPCMSource
         var timeline = TimelineKeeper(sampleRate: format.sampleRate)
-        var live = LiveTimeline()
+        var edits = TimelineEdits()
         while !stopRequested.load(ordering: .acquiring) && !isStopping {
             if let command = shared.withLockedValue({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
                 let target: Int
@@ -328,7 +328,7 @@ public final class Player: Sendable {
                     wakeup.signal()
                 }
                 if let timed {
-                    live.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
+                    edits.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
                     if let frame = timed.lastProducedFrame {
                         switch timeline.place(frame: frame, frames: pending.count / format.channels) {
                         case .continues: break
@@ -337,7 +337,7 @@ public final class Player: Sendable {
                         case .trim(let frames):
                             pending.removeFirst(frames * format.channels)
                         case .restart:
-                            guard awaitCut(renderer, live.take()), restart(renderer) else { return }
+                            guard awaitCut(renderer, edits.take()), restart(renderer) else { return }
                             renderer.beginTimeline(atFrame: frame)
                         }
                     }
@@ -359,7 +359,7 @@ public final class Player: Sendable {
             }
             if written < pending.count {
                 // Nothing is written while a cut is under way: it would be cut too.
-                guard awaitCut(renderer, live.take()) else { return }
+                guard awaitCut(renderer, edits.take()) else { return }
                 // After an underrun the control loop holds the renderer to buffer anew: let it
                 // see the underrun before this audio could slip out ahead of the hold.
                 if output.isRealTime && renderer.underruns != underrunsSeen {

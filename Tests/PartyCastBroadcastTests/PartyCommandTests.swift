@@ -217,6 +217,27 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertEqual(party.snapshot.volume, 50)
     }
 
+    /// A remote adding in a loop fills the queue to its cap, then is told so; a removed song's cover goes with it.
+    func testTheQueueHasACapAndARemovedSongsCoverIsFreed() throws {
+        try startAndPlay()
+        let cover = CoverArt(mimeType: "image/png", pictureType: 3, bytes: [0x89, 0x50, 0x4E, 0x47])
+        while party.state.queue.count < Party.maxQueueItems {
+            var item = PartyItem(id: 0, source: party.state.queue[0].source)
+            item.cover = cover
+            try party.apply(.add(item))
+        }
+        var extra = PartyItem(id: 0, source: party.state.queue[0].source)
+        extra.cover = cover
+        XCTAssertThrowsError(try party.apply(.add(extra))) { error in
+            XCTAssertEqual((error as? PartyCommandError)?.kind, .invalid)
+        }
+        XCTAssertEqual(party.state.queue.count, Party.maxQueueItems)
+        let last = try XCTUnwrap(party.state.queue.last?.id)
+        XCTAssertEqual(party.cover(item: last)?.bytes, cover.bytes)
+        XCTAssertNil(try command(.remove(item: last)))
+        XCTAssertNil(party.cover(item: last), "the removed song's cover is not kept")
+    }
+
     func testRefusedCommandsLeaveThePartyAsItWas() throws {
         try startAndPlay()
         let before = party.snapshot

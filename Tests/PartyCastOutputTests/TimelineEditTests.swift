@@ -8,23 +8,23 @@ import XCTest
 /// gain curve, a latency offset changed while playing. Streams are made of samples that name their
 /// frame (the original audio positive, its replacement negative), so a recording shows exactly
 /// which frame of which version was heard.
-final class LiveTimelineTests: XCTestCase {
+final class TimelineEditTests: XCTestCase {
     static let rate = 48_000, period = 480
 
     /// A renderer with its ring, fed and played by the test itself (it is both threads, in turn).
     final class Rig {
-        let ring = SPSCRing(minimumCapacity: 4 * LiveTimelineTests.rate * 2)
+        let ring = SPSCRing(minimumCapacity: 4 * TimelineEditTests.rate * 2)
         let schedule = PlaybackSchedule()
         let renderer: Renderer
         /// Per output frame: the left sample, and (party mode) the stream frame due there.
         var left: [Float] = [], due: [Double] = []
         private var periods = 0
-        private let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: LiveTimelineTests.period * 2)
+        private let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: TimelineEditTests.period * 2)
 
         /// Party mode with frame 0 due at `start` ns (on the frame grid: played bit for bit), or the
         /// plain path; with `scheduleLater`, party mode has no schedule until `publish(start:)`.
         init(scheduledFrom start: Int64?, scheduleLater: Bool = false, timelineStart: Int = 0) {
-            let sync = start.map { [schedule] _ in Renderer.Sync(schedule: schedule, sampleRate: LiveTimelineTests.rate) }
+            let sync = start.map { [schedule] _ in Renderer.Sync(schedule: schedule, sampleRate: TimelineEditTests.rate) }
             renderer = Renderer(ring: ring, channels: 2, sync: sync)
             if let start, !scheduleLater { publish(start: start) }
             renderer.beginTimeline(atFrame: timelineStart)
@@ -32,7 +32,7 @@ final class LiveTimelineTests: XCTestCase {
         }
 
         func publish(start: Int64) {
-            schedule.publish(PlaybackSchedule.Line(localReference: start, frameAtReference: 0, framesPerNanosecond: Double(LiveTimelineTests.rate) / 1e9))
+            schedule.publish(PlaybackSchedule.Line(localReference: start, frameAtReference: 0, framesPerNanosecond: Double(TimelineEditTests.rate) / 1e9))
         }
 
         deinit { buffer.deallocate() }
@@ -45,9 +45,9 @@ final class LiveTimelineTests: XCTestCase {
 
         func render(periods count: Int) {
             for _ in 0..<count {
-                let heardAt = Int64(periods) * Int64(LiveTimelineTests.period) * 1_000_000_000 / Int64(LiveTimelineTests.rate)
+                let heardAt = Int64(periods) * Int64(TimelineEditTests.period) * 1_000_000_000 / Int64(TimelineEditTests.rate)
                 _ = renderer.render(into: buffer, heardAt: renderer.isScheduled ? heardAt : nil)
-                for i in 0..<LiveTimelineTests.period { left.append(buffer[2 * i]) }
+                for i in 0..<TimelineEditTests.period { left.append(buffer[2 * i]) }
                 periods += 1
             }
         }

@@ -3,7 +3,7 @@ import PartyCastOutput
 
 /// The producer's side of a live broadcast's timeline events: it cuts the ring at withdrawn frames
 /// and keeps the gain curve the output thread reads.
-struct LiveTimeline {
+struct TimelineEdits {
     private var gains = GainCurve()
     /// The cut asked of the output thread and not yet answered, if any: its ticket and frame.
     private var cut: (ticket: Int, frame: Int)?

@@ -9,7 +9,7 @@ import XCTest
 
 /// A live source played from a script: each `produce` call takes the next step, audio placed at a
 /// stream frame or timeline events, as a broadcast's messages come one by one.
-final class ScriptedLiveSource: ScheduledPCMSource {
+final class ScriptedPartySource: ScheduledPCMSource {
     enum Step: Sendable {
         case audio(frame: Int, samples: [Float])
         case events([TimelineEvent], paused: Bool, latencyOffset: Int?)
@@ -53,7 +53,7 @@ final class ScriptedLiveSource: ScheduledPCMSource {
     }
 }
 
-final class LiveTimelinePlayerTests: XCTestCase {
+final class TimelineEditPlayerTests: XCTestCase {
     func testTheKeeperBridgesGapsTrimsEarlyStartsAndWithdraws() {
         var keeper = TimelineKeeper(sampleRate: 48_000)
         XCTAssertEqual(keeper.place(frame: 1000, frames: 960), .restart, "the first block starts the timeline")
@@ -83,7 +83,7 @@ final class LiveTimelinePlayerTests: XCTestCase {
         let original = (0..<72_000).flatMap { [value($0), value($0)] }
         let junk = [Float](repeating: 0.9, count: preSkip * 2)
         let replacement = junk + (cutAt..<60_000).flatMap { [-value($0), -value($0)] }
-        let steps: [ScriptedLiveSource.Step] = [
+        let steps: [ScriptedPartySource.Step] = [
             .events([.gain(0.5, atFrame: 0, rampFrames: 0)], paused: false, latencyOffset: nil),
             .audio(frame: 0, samples: original),
             .events([.withdraw(fromFrame: cutAt)], paused: true, latencyOffset: 250),
@@ -92,7 +92,7 @@ final class LiveTimelinePlayerTests: XCTestCase {
         let path = try temporaryDirectory() + "/live.wav"
         var options = PlayerOptions()
         options.sync = false
-        let player = Player(output: VirtualCardOutput(path: path), options: options) { () throws(PartyCastError) -> PCMSource in ScriptedLiveSource(steps) }
+        let player = Player(output: VirtualCardOutput(path: path), options: options) { () throws(PartyCastError) -> PCMSource in ScriptedPartySource(steps) }
         let seen = Mutex<(paused: Bool, offset: Int)>((false, 0))
         player.observe { status in seen.withLock { if status.partyPaused { $0 = (true, status.latencyOffsetMilliseconds) } } }
         XCTAssertEqual(player.run(), .endOfStream)
