@@ -135,11 +135,10 @@ public final class Renderer: Sendable {
     /// the channels its `ChannelAssignment` takes.
     public func render(into buffer: UnsafeMutableBufferPointer<Float>, heardAt: Int64? = nil) -> Pull {
         let pull = pull(into: buffer, heardAt: heardAt)
-        // Audio may start part-way into the buffer (party mode waits for its first frame): map it all.
-        if pull != .silence {
-            channelAssignment.load(ordering: .relaxed).apply(to: UnsafeMutableBufferPointer(rebasing: buffer[0..<(buffer.count - buffer.count % channels)]),
-                                                           channels: channels)
-        }
+        // The whole buffer, whatever it holds: audio may start part-way into it (party mode waits for
+        // its first frame), and a fade's tail may come with no frame counted as audio.
+        channelAssignment.load(ordering: .relaxed).apply(to: UnsafeMutableBufferPointer(rebasing: buffer[0..<(buffer.count - buffer.count % channels)]),
+                                                       channels: channels)
         return pull
     }
 
