@@ -113,7 +113,7 @@ let package = Package(
         // The party key handshake (CPace, a PAKE, on libsodium) and the sealing of everything after it
         // live here too: they are part of the protocol.
         .target(name: "PartyCastWire", dependencies: [
-            "CSodium",
+            "PartyCastCore", "CSodium",
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),

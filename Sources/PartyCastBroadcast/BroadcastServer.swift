@@ -294,7 +294,8 @@ final class PeerHandler: ChannelInboundHandler {
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds),
                           syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil,
                           clockBoundMicroseconds: status.hasClockBoundMicroseconds ? Int(status.clockBoundMicroseconds) : nil,
-                          latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))))
+                          latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))),
+                          channel: ChannelAssignment(wire: status.channel))
         case (.joined(_, let name, _), .goodbye?):
             peerLog.info("\(name)@\(address) left")
             close(context)

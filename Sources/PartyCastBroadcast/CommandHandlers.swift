@@ -44,6 +44,7 @@ extension Party {
         case .listenerVolume(let name, let percent): try setVolume(percent, of: name)
         case .mute(let name, let muted): try setMuted(muted, name)
         case .latencyOffset(let name, let milliseconds): try setLatencyOffset(milliseconds, of: name)
+        case .channel(let name, let assignment): try setChannel(assignment, of: name)
         }
     }
 
@@ -176,6 +177,17 @@ extension Party {
         let id = try listenerID(name)
         state.gains.settings[id, default: GainPolicy.ListenerSettings()].latencyOffsetMilliseconds = milliseconds
         if let settings = frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)) { fanout.send(settings, toListener: id) }
+        // A reconnect is told it too.
+        updateGreeting()
+    }
+
+    /// Heard from the listener's next output period on, not at a timeline position: a channel is
+    /// not something two speakers change together.
+    private func setChannel(_ assignment: ChannelAssignment, of name: String) throws(PartyCommandError) {
+        let id = try listenerID(name)
+        state.gains.settings[id, default: GainPolicy.ListenerSettings()].channel = assignment
+        if let settings = frame(Messages.listenerSettings(channel: assignment)) { fanout.send(settings, toListener: id) }
+        updateGreeting()
     }
 
     // MARK: What the handlers share

@@ -19,6 +19,8 @@ public struct PeerInfo: Sendable {
     public var clockBoundMicroseconds: Int?
     /// The speaker delay it plays ahead of, as it last reported.
     public var latencyOffsetMilliseconds = 0
+    /// The channel it plays, as it last reported.
+    public var channel = ChannelAssignment.stereo
     /// Chunks it missed because its connection could not keep up.
     public var skippedChunks = 0
 }
@@ -45,11 +47,9 @@ public final class Fanout: Sendable {
         /// Chunks queued since the last flush.
         var batch: [Chunk] = []
         var everJoined = 0
-        /// What a joining listener is told of the party: paused or not, its gain, its latency offset.
+        /// What a joining listener is told of the party: paused or not, its gain, what the remote set for it.
         var partyState: ByteBuffer?
-        var defaultGain: Float = 1
-        var gains: [String: Float] = [:]
-        var latencyOffsets: [String: Int] = [:]
+        var greeting = Greeting()
         /// Set by `finish`: what a listener that connects after the end is told before it is closed,
         /// and how long it has to hang up.
         var farewell: (bytes: ByteBuffer, deadline: TimeAmount)?
@@ -119,12 +119,10 @@ public final class Fanout: Sendable {
     }
 
     /// What every listener joining from now on is told of the party before any audio.
-    public func setGreeting(partyState: ByteBuffer, defaultGain: Float, gains: [String: Float], latencyOffsets: [String: Int]) {
+    func setGreeting(partyState: ByteBuffer, _ greeting: Greeting) {
         state.withLockedValue { s in
             s.partyState = partyState
-            s.defaultGain = defaultGain
-            s.gains = gains
-            s.latencyOffsets = latencyOffsets
+            s.greeting = greeting
         }
     }
 
@@ -209,12 +207,13 @@ public final class Fanout: Sendable {
     }
 
     /// The party's state, the listener's gain from the start of the timeline, and its latency
-    /// offset if the remote set one.
+    /// offset and channel if the remote set them.
     private func greeting(for listenerID: String, in s: State) -> [ByteBuffer] {
         var messages = s.partyState.map { [$0] } ?? []
-        messages += [Messages.frame(Messages.gain(s.gains[listenerID] ?? s.defaultGain), logger: logger)].compactMap { $0 }
-        if let offset = s.latencyOffsets[listenerID],
-           let settings = Messages.frame(Messages.listenerSettings(latencyOffsetMilliseconds: offset), logger: logger) {
+        messages += [Messages.frame(Messages.gain(s.greeting.gains[listenerID] ?? s.greeting.defaultGain), logger: logger)].compactMap { $0 }
+        if let remote = s.greeting.remoteSettings[listenerID],
+           let settings = Messages.frame(Messages.listenerSettings(latencyOffsetMilliseconds: remote.latencyOffsetMilliseconds, channel: remote.channel),
+                                         logger: logger) {
             messages.append(settings)
         }
         return messages
@@ -226,8 +225,9 @@ public final class Fanout: Sendable {
     }
 
     func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?,
-                latencyOffsetMilliseconds: Int) {
+                latencyOffsetMilliseconds: Int, channel: ChannelAssignment?) {
         state.withLockedValue { s in
+            if let channel { s.peers[id]?.info.channel = channel }
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds
             s.peers[id]?.info.clockBoundMicroseconds = clockBoundMicroseconds

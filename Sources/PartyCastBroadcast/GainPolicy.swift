@@ -1,4 +1,5 @@
 import Foundation
+import PartyCastCore
 
 /// What each listener should hear of the party's volume and its own: the gain curve and where each
 /// of its Gain messages may start. A value; the party sends what it says.
@@ -13,6 +14,8 @@ struct GainPolicy {
         var muted = false
         /// Set from the remote; nil: the listener's own `--latency-offset`.
         var latencyOffsetMilliseconds: Int?
+        /// Set from the remote; nil: the listener's own `--channel`.
+        var channel: ChannelAssignment?
         /// Where its last Gain started: the next may not start earlier.
         var lastGainPosition: UInt64 = 0
     }
@@ -42,10 +45,26 @@ struct GainPolicy {
     }
 
     /// What a listener joining now is told: the gain of one the remote never set, each set one's
-    /// own, and the latency offsets the remote set. Paused, every gain is 0 until the resume.
-    func greeting(paused: Bool) -> (defaultGain: Float, gains: [String: Float], latencyOffsets: [String: Int]) {
-        let gains = settings.mapValues { paused ? 0 : Self.gain(forVolume: $0.volume, muted: $0.muted, party: partyVolume) }
-        return (paused ? 0 : Self.gain(forVolume: 100, muted: false, party: partyVolume), gains,
-                settings.compactMapValues(\.latencyOffsetMilliseconds))
+    /// own, and the latency offsets and channels the remote set. Paused, every gain is 0 until the resume.
+    func greeting(paused: Bool) -> Greeting {
+        Greeting(defaultGain: paused ? 0 : Self.gain(forVolume: 100, muted: false, party: partyVolume),
+                 gains: settings.mapValues { paused ? 0 : Self.gain(forVolume: $0.volume, muted: $0.muted, party: partyVolume) },
+                 remoteSettings: settings.compactMapValues { s in
+                     let remote = RemoteSettings(latencyOffsetMilliseconds: s.latencyOffsetMilliseconds, channel: s.channel)
+                     return remote == RemoteSettings() ? nil : remote
+                 })
     }
+}
+
+/// What the remote set for one listener besides its volume (nil: the listener's own).
+struct RemoteSettings: Equatable {
+    var latencyOffsetMilliseconds: Int?
+    var channel: ChannelAssignment?
+}
+
+/// What a joining listener is told before any audio.
+struct Greeting {
+    var defaultGain: Float = 1
+    var gains: [String: Float] = [:]
+    var remoteSettings: [String: RemoteSettings] = [:]
 }

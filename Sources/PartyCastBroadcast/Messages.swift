@@ -78,9 +78,11 @@ enum Messages {
         return envelope(.partyState(message))
     }
 
-    static func listenerSettings(latencyOffsetMilliseconds: Int) -> PCEnvelope {
+    /// What the remote set for one listener; what it did not set stays out (the listener keeps its own).
+    static func listenerSettings(latencyOffsetMilliseconds: Int? = nil, channel: ChannelAssignment? = nil) -> PCEnvelope {
         var settings = PCListenerSettings()
-        settings.latencyOffsetMilliseconds = Int32(clamping: latencyOffsetMilliseconds)
+        if let latencyOffsetMilliseconds { settings.latencyOffsetMilliseconds = Int32(clamping: latencyOffsetMilliseconds) }
+        if let channel { settings.channel = channel.wire }
         return envelope(.listenerSettings(settings))
     }
 

@@ -233,6 +233,7 @@ public final class Party: PartyControl {
                 return PartySnapshot.Listener(id: peer.listenerID, name: peer.name, host: peer.host, address: peer.address,
                                               volume: settings.volume, muted: settings.muted,
                                               latencyOffsetMilliseconds: settings.latencyOffsetMilliseconds ?? peer.latencyOffsetMilliseconds,
+                                              channel: settings.channel ?? peer.channel,
                                               bufferMilliseconds: peer.bufferMilliseconds, syncErrorMicroseconds: peer.syncErrorMicroseconds,
                                               clockBoundMicroseconds: peer.clockBoundMicroseconds)
             }

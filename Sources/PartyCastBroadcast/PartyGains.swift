@@ -34,7 +34,6 @@ extension Party {
     /// What a listener joining now is told first: paused or not, and its gain.
     func updateGreeting() {
         guard let partyState = frame(Messages.partyState(paused: state.timeline.paused)) else { return }
-        let greeting = state.gains.greeting(paused: state.timeline.paused)
-        fanout.setGreeting(partyState: partyState, defaultGain: greeting.defaultGain, gains: greeting.gains, latencyOffsets: greeting.latencyOffsets)
+        fanout.setGreeting(partyState: partyState, state.gains.greeting(paused: state.timeline.paused))
     }
 }

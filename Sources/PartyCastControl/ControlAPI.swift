@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 import PartyCastControlSeam
+import PartyCastCore
 import PartyCastWire
 
 /// The bodies the API takes, shared with `broadcaster ctl` so both sides agree on the field names.
@@ -16,6 +17,10 @@ public enum ControlRequest {
     public struct LatencyOffset: Codable, Sendable {
         public var milliseconds: Int
         public init(milliseconds: Int) { self.milliseconds = milliseconds }
+    }
+    public struct Channel: Codable, Sendable {
+        public var channel: ChannelAssignment
+        public init(channel: ChannelAssignment) { self.channel = channel }
     }
     /// The WebSocket's first message on a private party.
     public struct Key: Codable, Sendable { public var key: String; public init(key: String) { self.key = key } }
@@ -118,6 +123,10 @@ struct ControlAPI: Sendable {
         add(.put, "listeners/:id/latency-offset") { request, context in
             let id = try listenerID(context)
             return try await perform(.latencyOffset(listener: id, milliseconds: decode(ControlRequest.LatencyOffset.self, request).milliseconds))
+        }
+        add(.put, "listeners/:id/channel") { request, context in
+            let id = try listenerID(context)
+            return try await perform(.channel(listener: id, decode(ControlRequest.Channel.self, request).channel))
         }
         add(.get, "items/:id/cover") { _, context in
             let id = try itemID(context)

@@ -1,3 +1,5 @@
+import PartyCastCore
+
 /// What the party's remotes (the HTTP API, the web page, `broadcaster ctl`) may ask of it. Every
 /// command goes through the party's one command queue (`Party`), which validates it, applies it at
 /// a timeline position every listener hears at the same instant, and answers with the new state.
@@ -23,6 +25,8 @@ public enum PartyCommand: Sendable, Equatable {
     case mute(listener: String, muted: Bool)
     /// The speaker's own delay after the sound card, −2000…2000 ms: played that much earlier.
     case latencyOffset(listener: String, milliseconds: Int)
+    /// Which of the source's channels the listener plays on each of its outputs (a stereo pair: one left, one right).
+    case channel(listener: String, ChannelAssignment)
 }
 
 /// Why a command was refused: the party plays on unchanged.
@@ -77,14 +81,16 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
         public var volume: Int
         public var muted: Bool
         public var latencyOffsetMilliseconds: Int
+        /// The channel it plays: what the remote set, else what the listener reports (its --channel).
+        public var channel: ChannelAssignment
         public var bufferMilliseconds: Int?
         public var syncErrorMicroseconds: Int?
         /// The listener's own 99 % bound on its clock's error against the broadcaster's.
         public var clockBoundMicroseconds: Int?
 
         public init(id: String, name: String, host: String, address: String, volume: Int, muted: Bool,
-                    latencyOffsetMilliseconds: Int, bufferMilliseconds: Int?, syncErrorMicroseconds: Int?,
-                    clockBoundMicroseconds: Int?) {
+                    latencyOffsetMilliseconds: Int, channel: ChannelAssignment = .stereo, bufferMilliseconds: Int?,
+                    syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?) {
             self.id = id
             self.name = name
             self.host = host
@@ -92,6 +98,7 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
             self.volume = volume
             self.muted = muted
             self.latencyOffsetMilliseconds = latencyOffsetMilliseconds
+            self.channel = channel
             self.bufferMilliseconds = bufferMilliseconds
             self.syncErrorMicroseconds = syncErrorMicroseconds
             self.clockBoundMicroseconds = clockBoundMicroseconds

@@ -54,10 +54,11 @@ public final class NetworkSource: ScheduledPCMSource {
         public var clockBoundMicroseconds: Int? { clockSync.errorBound.map { Int(($0 + 999) / 1000) } }
 
         /// Tells the broadcaster how this listener is doing (shown in its listener view).
-        public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int) {
+        public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int, channel: ChannelAssignment) {
             var status = PCStatus()
             status.bufferMilliseconds = UInt32(clamping: bufferMilliseconds)
             status.latencyOffsetMilliseconds = Int32(clamping: latencyOffsetMilliseconds)
+            status.channel = channel.wire
             if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
             if syncErrorMicroseconds != nil, let bound = clockBoundMicroseconds { status.clockBoundMicroseconds = UInt32(clamping: bound) }
             var envelope = PCEnvelope()
@@ -97,6 +98,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public private(set) var lastProducedFrame: Int?
     public var isPartyPaused: Bool { receiver.partyPaused }
     public var latencyOffsetMilliseconds: Int? { receiver.latencyOffsetMilliseconds }
+    public var channel: ChannelAssignment? { receiver.channel }
     /// Withdraw, Gain and ListenerSettings messages refused for absurd numbers.
     public var droppedTimelineMessages: Int { receiver.droppedMessages }
 

@@ -79,6 +79,8 @@ struct StreamReceiver {
     private(set) var partyPaused = false
     /// The latency offset the broadcaster set (ms); nil until it sets one.
     private(set) var latencyOffsetMilliseconds: Int?
+    /// The channel the broadcaster set; nil until it sets one.
+    private(set) var channel: ChannelAssignment?
     /// The stream frame of the first sample the last `receive` appended; nil if it appended none.
     private(set) var lastProducedFrame: Int?
 
@@ -130,11 +132,15 @@ struct StreamReceiver {
         case .partyState(let state)?:
             partyPaused = state.paused
         case .listenerSettings(let settings)?:
-            guard (-2000...2000).contains(settings.latencyOffsetMilliseconds) else {
+            // All or nothing: a message with one absurd field is not half applied.
+            let channel = ChannelAssignment(wire: settings.channel)
+            guard !settings.hasLatencyOffsetMilliseconds || (-2000...2000).contains(settings.latencyOffsetMilliseconds),
+                  channel != nil || settings.channel == .channelUnspecified else {
                 droppedMessages += 1
                 break
             }
-            latencyOffsetMilliseconds = Int(settings.latencyOffsetMilliseconds)
+            if settings.hasLatencyOffsetMilliseconds { latencyOffsetMilliseconds = Int(settings.latencyOffsetMilliseconds) }
+            if let channel { self.channel = channel }
         case .goodbye?:
             return .ended
         default:

@@ -1,5 +1,6 @@
 import PartyCastClock
 import PartyCastCore
+import PartyCastDSP
 import PartyCastRing
 import Synchronization
 
@@ -55,6 +56,7 @@ public final class Renderer: Sendable {
     private let framesRendered = Atomic<Int>(0)
     private let underrunCount = Atomic<Int>(0)
     private let streamFramePlayed = Atomic<Int>(Int.min)
+    private let channelAssignment = Atomic<ChannelAssignment>(.stereo)
 
     public init(ring: SPSCRing, channels: Int, sync: Sync? = nil) {
         self.ring = ring
@@ -77,6 +79,9 @@ public final class Renderer: Sendable {
 
     /// Party mode: changes the speaker delay played ahead of, from the next output period on.
     public func setLatencyOffset(nanoseconds: Int64) { scheduled?.latencyOffsetNanoseconds.store(nanoseconds, ordering: .relaxed) }
+
+    /// Which of the stream's channels every output channel plays, from the next output period on.
+    public func setChannel(_ assignment: ChannelAssignment) { channelAssignment.store(assignment, ordering: .relaxed) }
 
     /// The stream frame playing now (the next one read), once there is one.
     public var playingStreamFrame: Int? {
@@ -126,8 +131,18 @@ public final class Renderer: Sendable {
 
     /// Fills `buffer` (interleaved, a whole number of frames) and says what it holds. Real-time
     /// outputs say when (local clock ns) its first frame will leave the device, `heardAt`, which
-    /// party mode needs; they count an empty ring while running as an underrun.
+    /// party mode needs; they count an empty ring while running as an underrun. Every frame plays
+    /// the channels its `ChannelAssignment` takes.
     public func render(into buffer: UnsafeMutableBufferPointer<Float>, heardAt: Int64? = nil) -> Pull {
+        let pull = pull(into: buffer, heardAt: heardAt)
+        // The whole buffer, whatever it holds: audio may start part-way into it (party mode waits for
+        // its first frame), and a fade's tail may come with no frame counted as audio.
+        channelAssignment.load(ordering: .relaxed).apply(to: UnsafeMutableBufferPointer(rebasing: buffer[0..<(buffer.count - buffer.count % channels)]),
+                                                       channels: channels)
+        return pull
+    }
+
+    private func pull(into buffer: UnsafeMutableBufferPointer<Float>, heardAt: Int64?) -> Pull {
         let flushTicket = flushesRequested.load(ordering: .acquiring)
         if flushesDone.load(ordering: .relaxed) != flushTicket {
             ring.discard(ring.availableToRead)

@@ -16,6 +16,8 @@ public struct PlayerOptions: Sendable {
     public var sync = true
     /// Party mode: the speaker's own delay after the device, played that much earlier.
     public var latencyOffsetSeconds = 0.0
+    /// Which of the source's channels every output channel plays (a broadcast's remote may change it).
+    public var channel = ChannelAssignment.stereo
     /// How often observers hear the status while its state stays the same (a status line: 0.1 s);
     /// nil: only on state changes, and the player sleeps until something happens.
     public var statusIntervalSeconds: Double? = 0.1
@@ -72,6 +74,7 @@ public final class Player: Sendable {
         shared.withLockedValue {
             $0.status.outputName = output.name
             $0.status.latencyOffsetMilliseconds = Int((options.latencyOffsetSeconds * 1000).rounded())
+            $0.status.channel = options.channel
         }
     }
 
@@ -260,6 +263,7 @@ public final class Player: Sendable {
                               latencyOffsetNanoseconds: Int64((options.latencyOffsetSeconds * 1e9).rounded()))
             }
             let renderer = Renderer(ring: ring, channels: format.channels, sync: sync)
+            renderer.setChannel(options.channel)
             shared.withLockedValue { s in
                 s.status.format = format
                 s.status.tags = source.tags
@@ -435,17 +439,21 @@ public final class Player: Sendable {
         return true
     }
 
-    /// What a live source says besides audio: party paused, a latency offset set by its remote.
+    /// What a live source says besides audio: party paused, a latency offset and a channel set by its remote.
     private func applyLiveSettings(of source: ScheduledPCMSource, to renderer: Renderer) {
         let paused = source.isPartyPaused
         let offset = source.latencyOffsetMilliseconds
-        let changedOffset = shared.withLockedValue { s -> Int? in
+        let channel = source.channel
+        let (changedOffset, changedChannel) = shared.withLockedValue { s -> (Int?, ChannelAssignment?) in
             s.status.partyPaused = paused
-            guard let offset, offset != s.status.latencyOffsetMilliseconds else { return nil }
-            s.status.latencyOffsetMilliseconds = offset
-            return offset
+            let changedOffset = offset.flatMap { $0 != s.status.latencyOffsetMilliseconds ? $0 : nil }
+            let changedChannel = channel.flatMap { $0 != s.status.channel ? $0 : nil }
+            if let changedOffset { s.status.latencyOffsetMilliseconds = changedOffset }
+            if let changedChannel { s.status.channel = changedChannel }
+            return (changedOffset, changedChannel)
         }
         if let changedOffset { renderer.setLatencyOffset(nanoseconds: Int64(changedOffset) * 1_000_000) }
+        if let changedChannel { renderer.setChannel(changedChannel) }
     }
 
     private var isStopping: Bool {

@@ -51,6 +51,8 @@ public struct PlayerStatus: Sendable {
     public var partyPaused = false
     /// Party mode: the speaker delay played ahead of (--latency-offset, or what the broadcaster set).
     public var latencyOffsetMilliseconds = 0
+    /// Which of the source's channels every output channel plays (--channel, or what the broadcaster set).
+    public var channel = ChannelAssignment.stereo
 
     public var positionSeconds: Double {
         guard let rate = format?.sampleRate else { return 0 }

@@ -5,7 +5,9 @@
 /// 4: the live timeline (Withdraw, Gain, PartyState, ListenerSettings; Metadata.start_position).
 /// 5: the party key handshake is CPace (Hello.key_session_id/listener_share, KeyChallenge and KeyProof
 ///    carry shares and confirmations), and a private party's stream is sealed records after it.
-public let partyCastProtocolVersion: UInt32 = 5
+/// 6: channel assignment (ListenerSettings.channel, Status.channel); ListenerSettings carries only
+///    what the remote set (latency_offset_milliseconds absent when it did not).
+public let partyCastProtocolVersion: UInt32 = 6
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and

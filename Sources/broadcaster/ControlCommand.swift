@@ -14,7 +14,7 @@ struct Ctl: AsyncParsableCommand {
         abstract: "Control a running party from the command line, through its remote control (HTTP API).",
         discussion: """
             ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT
-                    | mute LISTENER | unmute LISTENER | status
+                    | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
             Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is a
             listener's id or its name. A refused command prints the party's reason; exit status 10 for a refusal,
             12 for a missing or wrong party key, 7 when the party cannot be reached.
@@ -37,13 +37,13 @@ struct Ctl: AsyncParsableCommand {
         var body: (any Encodable)?
     }
 
-    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "status"]
+    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "status"]
 
     /// Splits the words into the party's name (if any) and the request they ask for.
     static func parse(_ words: [String]) throws(ValidationError) -> (name: String?, request: Request) {
         var words = words
         let name = words.first.map { verbs.contains($0) } == false ? words.removeFirst() : nil
-        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute or status") }
+        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute, channel or status") }
         let arguments = Array(words.dropFirst())
         func wants(_ count: Int, _ usage: String) throws(ValidationError) {
             guard arguments.count == count else { throw ValidationError("usage: broadcaster ctl [NAME] \(usage)") }
@@ -73,6 +73,10 @@ struct Ctl: AsyncParsableCommand {
             guard (1...2).contains(arguments.count) else { throw ValidationError("usage: broadcaster ctl [NAME] volume [LISTENER] PERCENT") }
             let body = ControlRequest.Volume(percent: try percent(arguments[arguments.count - 1]))
             return (name, Request(method: .PUT, path: arguments.count == 2 ? listenerPath(arguments[0]) + "/volume" : "/api/volume", body: body))
+        case "channel":
+            try wants(2, "channel LISTENER \(ChannelAssignment.names)")
+            guard let channel = ChannelAssignment(rawValue: arguments[1]) else { throw ValidationError("\(arguments[1]) is not a channel: \(ChannelAssignment.names)") }
+            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/channel", body: ControlRequest.Channel(channel: channel)))
         default:  // mute, unmute
             try wants(1, "\(verb) LISTENER")
             return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/mute", body: ControlRequest.Mute(muted: verb == "mute")))
@@ -219,7 +223,7 @@ struct Ctl: AsyncParsableCommand {
             let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
             let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
             lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
-                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  \(buffer)  \(sync)\(clock)")
+                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  channel \(l.channel.rawValue)  \(buffer)  \(sync)\(clock)")
         }
         if !s.refused.isEmpty {
             lines.append("refused: " + s.refused.sorted { $0.key < $1.key }.map { "\($0.value) \(String(untrusted: $0.key, limit: 60))" }.joined(separator: ", "))

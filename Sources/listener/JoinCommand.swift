@@ -25,6 +25,8 @@ final class Throttle: Sendable {
     }
 }
 
+extension ChannelAssignment: ExpressibleByArgument {}
+
 struct List: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the PartyCast broadcasters on the LAN (via mDNS).")
 
@@ -79,6 +81,10 @@ struct Join: ParsableCommand {
     @Flag(name: .customLong("no-sync"), help: "Play as soon as audio arrives: lowest latency, not in step with other listeners.")
     var noSync = false
 
+    @Option(help: ArgumentHelp("Which of the broadcast's channels to play on every output channel: two listeners set left and right are a stereo pair (the remote can change it).",
+                               valueName: ChannelAssignment.names))
+    var channel = ChannelAssignment.stereo
+
     @OptionGroup var key: PartyKeyOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -132,6 +138,7 @@ struct Join: ParsableCommand {
         var playerOptions = PlayerOptions()
         playerOptions.sync = !noSync
         playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000
+        playerOptions.channel = channel
         // The broadcaster already sends ahead (its --buffer); in party mode the schedule decides
         // when to play, so a little audio in hand is enough to start.
         playerOptions.prebufferSeconds = noSync ? 0.1 : 0.02
@@ -165,7 +172,7 @@ struct Join: ParsableCommand {
                 logger.info("now playing: \(title)")
             }
             if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
-                                                         latencyOffsetMilliseconds: status.latencyOffsetMilliseconds) }
+                                                         latencyOffsetMilliseconds: status.latencyOffsetMilliseconds, channel: status.channel) }
             if terminal { StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds) }
         }
         let reason = player.run()

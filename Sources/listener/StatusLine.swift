@@ -22,6 +22,7 @@ enum StatusLine {
             parts.append("\(elapsed) (live)")
         }
         parts.append("buffer \(Int(s.bufferFill * 100))%")
+        if s.channel != .stereo { parts.append("channel \(s.channel.rawValue)") }
         if let sync = s.syncErrorMicroseconds {
             parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs")
             if let bound = clockBoundMicroseconds { parts.append("clock ±\(bound) µs") }

@@ -54,6 +54,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/Living%20Room/volume", #"{"percent": 20}"#, .listenerVolume(listener: "Living Room", percent: 20)),
             (.PUT, "/api/listeners/L2/mute", #"{"muted": true}"#, .mute(listener: "L2", muted: true)),
             (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": -150}"#, .latencyOffset(listener: "L1", milliseconds: -150)),
+            (.PUT, "/api/listeners/L2/channel", #"{"channel": "right"}"#, .channel(listener: "L2", .right)),
         ]
         var revision = party.snapshot.revision
         for (method, path, body, _) in routes {
@@ -72,6 +73,11 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(final.listeners.map(\.volume), [55, 20, 60, 60])
         XCTAssertEqual(final.listeners[1].muted, true)
         XCTAssertEqual(final.listeners[0].latencyOffsetMilliseconds, -150)
+        XCTAssertEqual(final.listeners.map(\.channel), [.stereo, .right, .stereo, .stereo])
+        // The snapshot names the channel as the route takes it.
+        let answer = try await call(.GET, "/api/status")
+        let status = try JSONSerialization.jsonObject(with: answer.body) as? [String: Any]
+        XCTAssertEqual((status?["listeners"] as? [[String: Any]])?.compactMap { $0["channel"] as? String }, ["stereo", "right", "stereo", "stereo"])
     }
 
     // MARK: - Refusals
@@ -80,6 +86,7 @@ final class ControlServerTests: XCTestCase {
         let cases: [(HTTPMethod, String, String?, Int, String)] = [
             (.PUT, "/api/listeners/Nobody/volume", #"{"percent": 50}"#, 404, "no listener \"Nobody\""),
             (.PUT, "/api/listeners/ghost/mute", #"{"muted": true}"#, 404, "no listener \"ghost\""),
+            (.PUT, "/api/listeners/ghost/channel", #"{"channel": "left"}"#, 404, "no listener \"ghost\""),
             (.POST, "/api/seek", #"{"seconds": 999}"#, 400, "past the end"),
             (.POST, "/api/seek", #"{"seconds": -1}"#, 400, "past the end"),
             (.POST, "/api/queue", #"{"path": "/etc/passwd"}"#, 404, "no such file: /etc/passwd"),
@@ -124,6 +131,13 @@ final class ControlServerTests: XCTestCase {
         let mute = try await call(.PUT, "/api/listeners/L1/mute", body: #"{"muted": "yes"}"#)
         XCTAssertEqual(mute.status, 400)
         XCTAssertEqual(try mute.error(), "\"muted\" must be true or false")
+        for body in [#"{"channel": "sideways"}"#, #"{"channel": "LEFT"}"#, #"{"channel": 2}"#, #"{}"#] {
+            let channel = try await call(.PUT, "/api/listeners/L1/channel", body: body)
+            XCTAssertEqual(channel.status, 400, body)
+            XCTAssertTrue(try channel.error().contains("\"channel\""), "\(body): \(channel.text)")
+        }
+        let sideways = try await call(.PUT, "/api/listeners/L1/channel", body: #"{"channel": "sideways"}"#)
+        XCTAssertEqual(try sideways.error(), "\"channel\" is not valid: it takes stereo|left|right|mono")
         let volume = try await call(.PUT, "/api/volume", body: #"{"percent": 50.5}"#)
         XCTAssertEqual(volume.status, 400)
         XCTAssertEqual(party.performed, [])
@@ -277,12 +291,15 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(try ctl("add", "music/one.mp3").status, 0)
         XCTAssertEqual(try ctl("unmute", "L3").status, 0)
         XCTAssertEqual(try ctl("next").status, 0)
+        XCTAssertEqual(try ctl("channel", "Kitchen", "left").status, 0)
         XCTAssertEqual(party.performed, [.pause, .listenerVolume(listener: "Living Room", percent: 30), .partyVolume(percent: 45),
-                                         .seek(seconds: 61), .add(path: "music/one.mp3"), .mute(listener: "L3", muted: false), .next])
+                                         .seek(seconds: 61), .add(path: "music/one.mp3"), .mute(listener: "L3", muted: false), .next,
+                                         .channel(listener: "Kitchen", .left)])
 
         result = try ctl("status")
         XCTAssertEqual(result.status, 0, result.stderr)
-        for line in ["Test Party", "queue:", "▶ [2] \"Second Song\" by Artist B", "[L1] Kitchen (kitchen)  volume 80%", "[L3] Garden (garden-a)  volume 60%  offset"] {
+        for line in ["Test Party", "queue:", "▶ [2] \"Second Song\" by Artist B", "[L1] Kitchen (kitchen)  volume 80%  offset 0 ms  channel left  ",
+                     "[L3] Garden (garden-a)  volume 60%  offset", "channel stereo"] {
             XCTAssertTrue(result.stdout.contains(line), "\(line) in:\n\(result.stdout)")
         }
 
@@ -295,6 +312,10 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(try ctl("volume", "Garden", "5").status, 10, "an ambiguous name")
         XCTAssertEqual(try ctl("frobnicate").status, 64, "a usage error, before any request")
         XCTAssertEqual(try ctl("seek").status, 64)
+        let sideways = try ctl("channel", "Kitchen", "sideways")
+        XCTAssertEqual(sideways.status, 64, "a channel ctl does not know is a usage error")
+        XCTAssertTrue(sideways.stderr.contains("sideways is not a channel: stereo|left|right|mono"), sideways.stderr)
+        XCTAssertEqual(try ctl("channel", "Kitchen").status, 64)
 
         let nobody = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(freePort())", "pause"], timeout: 30)
         XCTAssertEqual(nobody.status, 7)

@@ -158,6 +158,11 @@ final class RecordingParty: PartyControl {
             case .success(let index): s.listeners[index].latencyOffsetMilliseconds = milliseconds
             case .failure(let refusal): return refusal
             }
+        case .channel(let name, let assignment):
+            switch listener(name) {
+            case .success(let index): s.listeners[index].channel = assignment
+            case .failure(let refusal): return refusal
+            }
         }
         return nil
     }

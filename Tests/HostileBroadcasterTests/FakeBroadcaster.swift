@@ -171,8 +171,8 @@ final class FakeConnection: @unchecked Sendable {
     private let writing = NSLock()
     private let state = NSCondition()
     private var first: PCEnvelope?
-    /// The latency offset of each Status the listener sent, in order.
-    private var reportedOffsets: [Int32] = []
+    /// The latency offset and channel of each Status the listener sent, in order.
+    private var reported: [(offset: Int32, channel: PCChannelAssignment)] = []
     private var hello: PCHello?
     private var readerDone = false
     private var clockAnswered = false
@@ -228,7 +228,7 @@ final class FakeConnection: @unchecked Sendable {
     private func received(_ message: PCEnvelope) {
         state.withLock {
             if first == nil { first = message }
-            if case .status(let status)? = message.body { reportedOffsets.append(status.latencyOffsetMilliseconds) }
+            if case .status(let status)? = message.body { reported.append((status.latencyOffsetMilliseconds, status.channel)) }
             if case .hello(let h)? = message.body, hello == nil { hello = h }
             state.broadcast()
         }
@@ -250,11 +250,12 @@ final class FakeConnection: @unchecked Sendable {
     }
 
     /// Waits (up to `timeout` s) for a Status reporting this latency offset; whether one came.
-    func waitForReportedOffset(_ milliseconds: Int32, timeout: Double = 10) -> Bool {
+    func waitForReport(offset milliseconds: Int32, channel: PCChannelAssignment, timeout: Double = 10) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
+        let matches = { (report: (offset: Int32, channel: PCChannelAssignment)) in report.offset == milliseconds && report.channel == channel }
         return state.withLock {
-            while !reportedOffsets.contains(milliseconds) && !readerDone && state.wait(until: deadline) {}
-            return reportedOffsets.contains(milliseconds)
+            while !reported.contains(where: matches) && !readerDone && state.wait(until: deadline) {}
+            return reported.contains(where: matches)
         }
     }
 

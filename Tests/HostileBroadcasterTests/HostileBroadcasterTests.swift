@@ -158,6 +158,12 @@ func latencyBody(_ milliseconds: Int32) -> PCEnvelope.OneOf_Body {
     return .listenerSettings(settings)
 }
 
+func channelBody(_ channel: PCChannelAssignment) -> PCEnvelope.OneOf_Body {
+    var settings = PCListenerSettings()
+    settings.channel = channel
+    return .listenerSettings(settings)
+}
+
 func clockResponse(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> PCClockResponse {
     var response = PCClockResponse()
     response.t1 = t1
@@ -483,13 +489,17 @@ final class HostileBroadcasterTests: XCTestCase {
         run([muted(.pcm), muted(.opus)])
     }
 
-    /// The latency offset the remote sets reaches the listener's Status reports.
+    /// The latency offset and the channel the remote sets reach the listener's Status reports, each
+    /// message leaving what it does not carry as it was.
     func testListenerSettingsAreReportedBack() throws {
         let fake = try FakeBroadcaster(stream: .pcm, paced: true) { c in
             try c.handshake()
             try c.send(latencyBody(-300))
+            try c.send(channelBody(.mono))
             try c.chunks(0..<100)
-            if !c.waitForReportedOffset(-300) { c.fake.problem("no Status reported the latency offset of -300 ms within 10 s") }
+            if !c.waitForReport(offset: -300, channel: .mono) {
+                c.fake.problem("no Status reported the latency offset of -300 ms and the mono channel within 10 s")
+            }
             try c.finish()
         }
         defer { fake.stop() }
@@ -518,6 +528,10 @@ final class HostileBroadcasterTests: XCTestCase {
             },
             .interleaved("ListenerSettings latency offset ±2001 ms, Int32.min, Int32.max") { c in
                 try c.send(latencyBody(2001), latencyBody(-2001), latencyBody(.min), latencyBody(.max))
+            },
+            .interleaved("ListenerSettings channel 5, -1, Int32.max, Int32.min") { c in
+                try c.send(channelBody(.UNRECOGNIZED(5)), channelBody(.UNRECOGNIZED(-1)), channelBody(.UNRECOGNIZED(Int(Int32.max))),
+                           channelBody(.UNRECOGNIZED(Int(Int32.min))))
             },
             .interleaved("10000 PartyStates") { c in
                 var state = PCPartyState()

@@ -53,6 +53,7 @@ final class PartyCommandTests: XCTestCase {
         var gains: [PCGain] = []
         var pausedStates: [Bool] = []
         var metadata: [PCMetadata] = []
+        var settings: [PCListenerSettings] = []
 
         /// The samples heard from `position` on, for `count` frames (nil where nothing was sent).
         func samples(from position: UInt64, count: Int) -> [Float?] {
@@ -106,6 +107,7 @@ final class PartyCommandTests: XCTestCase {
             case .gain(let gain): listener.gains.append(gain)
             case .partyState(let state): listener.pausedStates.append(state.paused)
             case .metadata(let metadata): listener.metadata.append(metadata)
+            case .listenerSettings(let settings): listener.settings.append(settings)
             default: break
             }
         }
@@ -238,6 +240,52 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertNil(party.cover(item: last), "the removed song's cover is not kept")
     }
 
+    /// A channel goes to its listener alone, at once (no cut, no fade), carries nothing the remote
+    /// did not set, and greets the listener's reconnects; until the remote sets one, the snapshot
+    /// shows what each listener reports it plays.
+    func testAChannelGoesToItsListenerAndGreetsItsReconnects() throws {
+        try startAndPlay()
+        let hall = EmbeddedChannel()
+        let hallID = try XCTUnwrap(party.fanout.join(channel: hall, listenerID: "L2", name: "hall", host: "hall.local", address: "127.0.0.2", first: []))
+        party.fanout.update(hallID, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, latencyOffsetMilliseconds: 0, channel: .right)
+        XCTAssertEqual(party.snapshot.listeners.map { [$0.id, $0.channel.rawValue] }, [["L1", "stereo"], ["L2", "right"]])
+        _ = try greeting(hall)
+
+        XCTAssertNil(try command(.channel(listener: "kitchen", .left)))
+        XCTAssertEqual(listener.settings.map(\.channel), [.left])
+        XCTAssertFalse(listener.settings[0].hasLatencyOffsetMilliseconds, "the offset the remote never set stays the listener's own")
+        XCTAssertEqual(listener.gains.count, 0)
+        XCTAssertEqual(listener.withdrawals, [])
+        XCTAssertFalse(try greeting(hall).contains { if case .listenerSettings? = $0.body { true } else { false } }, "the others are told nothing")
+        XCTAssertEqual(party.snapshot.listeners.map(\.channel), [.left, .right])
+        // The listener's report of its own --channel does not hide what the remote set.
+        party.fanout.update(1, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, latencyOffsetMilliseconds: 0, channel: .stereo)
+        XCTAssertEqual(party.snapshot.listeners.map(\.channel), [.left, .right])
+        XCTAssertEqual(try command(.channel(listener: "garden", .right))?.kind, .notFound)
+
+        XCTAssertNil(try command(.latencyOffset(listener: "L1", milliseconds: 30)))
+        XCTAssertEqual(listener.settings.last.map { [$0.hasLatencyOffsetMilliseconds, $0.channel == .channelUnspecified] }, [true, true])
+        let rejoined = EmbeddedChannel()
+        XCTAssertNotNil(party.fanout.join(channel: rejoined, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
+        let greeted = try greeting(rejoined).compactMap { envelope -> PCListenerSettings? in
+            if case .listenerSettings(let settings)? = envelope.body { settings } else { nil }
+        }
+        XCTAssertEqual(greeted.map { [$0.channel.rawValue, Int($0.latencyOffsetMilliseconds)] }, [[PCChannelAssignment.left.rawValue, 30]])
+        let newcomer = EmbeddedChannel()
+        XCTAssertNotNil(party.fanout.join(channel: newcomer, listenerID: "L3", name: "porch", host: "porch.local", address: "127.0.0.3", first: []))
+        XCTAssertFalse(try greeting(newcomer).contains { if case .listenerSettings? = $0.body { true } else { false } },
+                       "a listener the remote never set keeps its own")
+    }
+
+    /// Everything a listener's connection was sent so far, decoded.
+    func greeting(_ channel: EmbeddedChannel) throws -> [PCEnvelope] {
+        var decoder = WireFrameDecoder()
+        while let bytes = try channel.readOutbound(as: ByteBuffer.self) { decoder.push(bytes.readableBytesView) }
+        var envelopes: [PCEnvelope] = []
+        while let envelope = try decoder.next() { envelopes.append(envelope) }
+        return envelopes
+    }
+
     func testRefusedCommandsLeaveThePartyAsItWas() throws {
         try startAndPlay()
         let before = party.snapshot
@@ -248,7 +296,9 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertEqual(try command(.play(item: 99))?.kind, .notFound)
         XCTAssertEqual(try command(.move(item: 1, index: 2))?.kind, .invalid)
         XCTAssertEqual(try command(.latencyOffset(listener: "kitchen", milliseconds: 2001))?.kind, .invalid)
+        XCTAssertEqual(try command(.channel(listener: "garden", .left))?.kind, .notFound)
         XCTAssertEqual(listener.withdrawals, [])
+        XCTAssertEqual(listener.settings.count, 0)
         XCTAssertEqual(listener.gains.count, 0)
         var after = party.snapshot
         after.elapsedSeconds = before.elapsedSeconds

@@ -123,12 +123,15 @@ final class GainPolicyTests: XCTestCase {
     func testAJoiningListenerHearsSilenceWhilePaused() {
         var policy = GainPolicy(partyVolume: 50)
         policy.settings["a"] = .init(volume: 50, latencyOffsetMilliseconds: -20)
+        policy.settings["b"] = .init(volume: 100, channel: .right)
+        policy.settings["c"] = .init(volume: 100)
         let playing = policy.greeting(paused: false)
         XCTAssertEqual(playing.defaultGain, 0.125)
-        XCTAssertEqual(playing.gains, ["a": 1.0 / 64])
-        XCTAssertEqual(playing.latencyOffsets, ["a": -20])
+        XCTAssertEqual(playing.gains, ["a": 1.0 / 64, "b": 0.125, "c": 0.125])
+        XCTAssertEqual(playing.remoteSettings, ["a": RemoteSettings(latencyOffsetMilliseconds: -20), "b": RemoteSettings(channel: .right)],
+                       "only what the remote set")
         let paused = policy.greeting(paused: true)
         XCTAssertEqual(paused.defaultGain, 0)
-        XCTAssertEqual(paused.gains, ["a": 0])
+        XCTAssertEqual(paused.gains, ["a": 0, "b": 0, "c": 0])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import PartyCastNetwork
 import PartyCastClock
+import PartyCastCore
 import PartyCastWire
 import XCTest
 
@@ -24,6 +25,13 @@ extension ListenerValidationTests {
     func latencyOffset(_ milliseconds: Int32) -> PCEnvelope {
         var settings = PCListenerSettings()
         settings.latencyOffsetMilliseconds = milliseconds
+        return envelope(.listenerSettings(settings))
+    }
+
+    func channel(_ channel: PCChannelAssignment, latencyOffset milliseconds: Int32? = nil) -> PCEnvelope {
+        var settings = PCListenerSettings()
+        settings.channel = channel
+        if let milliseconds { settings.latencyOffsetMilliseconds = milliseconds }
         return envelope(.listenerSettings(settings))
     }
 
@@ -72,6 +80,30 @@ extension ListenerValidationTests {
         _ = play([envelope(.partyState(paused)), latencyOffset(2000)], into: &receiver)
         XCTAssertFalse(receiver.partyPaused)
         XCTAssertEqual(receiver.latencyOffsetMilliseconds, 2000)
+    }
+
+    /// Each field of ListenerSettings stands alone: a channel leaves the latency offset as it was,
+    /// and an offset the channel; a message with one absurd field changes nothing.
+    func testAChannelIsTakenAndWhatIsNotSaidIsKept() {
+        var receiver = receiver()
+        _ = play([welcome(), pcmFormat(), latencyOffset(120)], into: &receiver)
+        XCTAssertNil(receiver.channel, "the listener's own until the broadcaster sets one")
+        _ = play([channel(.left)], into: &receiver)
+        XCTAssertEqual(receiver.channel, .left)
+        XCTAssertEqual(receiver.latencyOffsetMilliseconds, 120)
+        _ = play([latencyOffset(-40)], into: &receiver)
+        XCTAssertEqual(receiver.channel, .left)
+        XCTAssertEqual(receiver.latencyOffsetMilliseconds, -40)
+        _ = play([channel(.mono, latencyOffset: 0), channel(.right), channel(.channelUnspecified)], into: &receiver)
+        XCTAssertEqual(receiver.channel, .right)
+        XCTAssertEqual(receiver.latencyOffsetMilliseconds, 0)
+        XCTAssertEqual(receiver.droppedMessages, 0)
+        _ = play([channel(.UNRECOGNIZED(5)), channel(.UNRECOGNIZED(-1)), channel(.stereo, latencyOffset: 2001)], into: &receiver)
+        XCTAssertEqual(receiver.droppedMessages, 3)
+        XCTAssertEqual(receiver.channel, .right, "the last good one stands")
+        XCTAssertEqual(receiver.latencyOffsetMilliseconds, 0)
+        _ = play([channel(.stereo)], into: &receiver)
+        XCTAssertEqual(receiver.channel, .stereo)
     }
 
     func testAbsurdTimelineMessagesAreDroppedAndCounted() {

@@ -12,7 +12,7 @@ import XCTest
 final class ScriptedPartySource: ScheduledPCMSource {
     enum Step: Sendable {
         case audio(frame: Int, samples: [Float])
-        case events([TimelineEvent], paused: Bool, latencyOffset: Int?)
+        case events([TimelineEvent], paused: Bool, latencyOffset: Int?, channel: ChannelAssignment? = nil)
     }
 
     let format: AudioFormat? = AudioFormat(sampleRate: 48_000, channels: 2)
@@ -23,6 +23,7 @@ final class ScriptedPartySource: ScheduledPCMSource {
     private(set) var lastProducedFrame: Int?
     private(set) var isPartyPaused = false
     private(set) var latencyOffsetMilliseconds: Int?
+    private(set) var channel: ChannelAssignment?
     private var steps: [Step]
     private var events: [TimelineEvent] = []
 
@@ -44,10 +45,11 @@ final class ScriptedPartySource: ScheduledPCMSource {
         case .audio(let frame, let samples):
             buffer += samples
             lastProducedFrame = frame
-        case .events(let new, let paused, let offset):
+        case .events(let new, let paused, let offset, let channel):
             events += new
             isPartyPaused = paused
             latencyOffsetMilliseconds = offset
+            self.channel = channel
         }
         return true
     }
@@ -108,5 +110,64 @@ final class TimelineEditPlayerTests: XCTestCase {
         XCTAssertTrue(heard.dropFirst(expected.count).allSatisfy { $0 == 0 }, "nothing after the replacement")
         XCTAssertEqual(seen.withLock { $0.paused }, true)
         XCTAssertEqual(seen.withLock { $0.offset }, 250)
+    }
+
+    /// A channel the remote sets mid-song reaches the output thread through the renderer's atomic:
+    /// on the real-time virtual card, every frame the source's left and right differ in plays as
+    /// stereo until the change, then as what was set, and every frame written after the change is
+    /// news to the producer plays it. The source's right is minus twice its left, so each
+    /// assignment gives a frame of its own: stereo (l, r), left (l, l), right (r, r), mono ((l+r)/2 twice).
+    func testAChannelSetMidSongIsHeardFromThenOn() throws {
+        func left(_ frame: Int) -> Float { Float(frame % 4096 + 1) / 8192 }
+        func block(_ frames: Range<Int>) -> [Float] { frames.flatMap { [left($0), -2 * left($0)] } }
+        let (a, b, c) = (0..<24_000, 24_000..<36_000, 36_000..<48_000)
+        let steps: [ScriptedPartySource.Step] = [
+            .audio(frame: a.lowerBound, samples: block(a)),
+            .events([], paused: false, latencyOffset: nil, channel: .left),
+            .audio(frame: b.lowerBound, samples: block(b)),
+            .events([], paused: false, latencyOffset: nil, channel: .mono),
+            .audio(frame: c.lowerBound, samples: block(c)),
+        ]
+        let path = try temporaryDirectory() + "/channels.wav"
+        var options = PlayerOptions()
+        options.sync = false
+        // A ring of ~0.17 s: the first block (0.5 s) cannot all be in it before the change.
+        options.bufferSeconds = 0.1
+        options.prebufferSeconds = 0.02
+        let player = Player(output: VirtualCardOutput(path: path), options: options) { () throws(PartyCastError) -> PCMSource in ScriptedPartySource(steps) }
+        let seen = Mutex<ChannelAssignment>(.stereo)
+        player.observe { status in seen.withLock { $0 = status.channel } }
+        XCTAssertEqual(player.run(), .endOfStream)
+
+        let recorded = try readAudio(path)
+        XCTAssertEqual(recorded.channels, 2)
+        // The source is never silent: silence is the card waiting (the start, an underrun), not a frame of it.
+        let heard = stride(from: 0, to: recorded.samples.count, by: 2).map { (recorded.samples[$0], recorded.samples[$0 + 1]) }.filter { $0 != (0, 0) }
+        XCTAssertEqual(heard.count, c.upperBound, "every frame is heard once")
+        func assignment(_ played: (Float, Float), frame: Int) -> ChannelAssignment? {
+            let (l, r) = (left(frame), -2 * left(frame))
+            return ChannelAssignment.allCases.first { expected in
+                switch expected {
+                case .stereo: played == (l, r)
+                case .left: played == (l, l)
+                case .right: played == (r, r)
+                case .mono: played == ((l + r) * 0.5, (l + r) * 0.5)
+                }
+            }
+        }
+        let played = heard.prefix(c.upperBound).enumerated().map { assignment($0.element, frame: $0.offset) }
+        XCTAssertNil(played.firstIndex(of: nil).map { "frame \($0) is none of the four: \(heard[$0])" })
+        // In order, never back: stereo, then left, then mono.
+        let order: [ChannelAssignment] = [.stereo, .left, .mono]
+        let ranks = played.compactMap { $0.flatMap { order.firstIndex(of: $0) } }
+        XCTAssertEqual(ranks, ranks.sorted(), "a frame went back to an earlier assignment")
+        XCTAssertEqual(played.count, ranks.count, "an assignment that was never set was heard")
+        guard played.count == c.upperBound else { return }
+        // What played before the producer got to a change: the part of a block the ring could not hold.
+        XCTAssertGreaterThan(played[a].filter { $0 == .stereo }.count, a.count / 2, "the first block plays stereo until the change")
+        XCTAssertTrue(played[b].contains(.left), "the second block plays left until the change to mono")
+        XCTAssertTrue(played[b].allSatisfy { $0 == .left || $0 == .mono }, "the second block came after the change to left")
+        XCTAssertTrue(played[c].allSatisfy { $0 == .mono }, "the third block came after the change to mono")
+        XCTAssertEqual(seen.withLock { $0 }, .mono, "the status says what plays")
     }
 }

@@ -16,6 +16,8 @@ public protocol ScheduledPCMSource: PCMSource {
     var isPartyPaused: Bool { get }
     /// The speaker delay the broadcaster set for this listener (ms, −2000…2000); nil until it sets one.
     var latencyOffsetMilliseconds: Int? { get }
+    /// The channel the broadcaster set for this listener; nil until it sets one.
+    var channel: ChannelAssignment? { get }
     /// The tags of the song heard at stream frame `frame` (the title changes when the song's first
     /// frame plays, not when its metadata comes); `tags` when `frame` is nil.
     func tags(atFrame frame: Int?) -> TrackTags

@@ -183,6 +183,7 @@ function renderListeners(next) {
         command("PUT", path + "/mute", { muted: event.currentTarget.getAttribute("aria-pressed") !== "true" }));
       $(".latency", row).addEventListener("change", (event) =>
         command("PUT", path + "/latency-offset", { milliseconds: Math.round(Number(event.target.value)) }));
+      $(".channel", row).addEventListener("change", (event) => command("PUT", path + "/channel", { channel: event.target.value }));
       box.append(row);
     }
     $(".name", row).textContent = listener.name;
@@ -192,6 +193,7 @@ function renderListeners(next) {
     $(".mute", row).setAttribute("aria-pressed", String(listener.muted));
     $(".mute", row).textContent = listener.muted ? "Unmute" : "Mute";
     setValue($(".latency", row), listener.latencyOffsetMilliseconds);
+    setValue($(".channel", row), listener.channel);
     $(".buffer", row).textContent = listener.bufferMilliseconds == null ? "–" : listener.bufferMilliseconds + " ms";
     $(".sync", row).textContent = listener.syncErrorMicroseconds == null ? "–" : (listener.syncErrorMicroseconds / 1000).toFixed(1) + " ms";
     $(".clock", row).textContent = listener.clockBoundMicroseconds == null ? "–" : "±" + listener.clockBoundMicroseconds + " µs";

@@ -140,6 +140,64 @@ public nonisolated enum PCErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
 }
 
+/// Which of the source's channels a listener plays on every one of its outputs: a stereo pair is
+/// two listeners set LEFT and RIGHT.
+public nonisolated enum PCChannelAssignment: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Not said: the listener keeps what it plays.
+  case channelUnspecified // = 0
+
+  /// Each output channel plays the source's same channel.
+  case stereo // = 1
+
+  /// The source's left (its first channel) on every output channel.
+  case left // = 2
+
+  /// The source's right (its second channel) on every output channel.
+  case right // = 3
+
+  /// (left + right) / 2 on every output channel.
+  case mono // = 4
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .channelUnspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .channelUnspecified
+    case 1: self = .stereo
+    case 2: self = .left
+    case 3: self = .right
+    case 4: self = .mono
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .channelUnspecified: return 0
+    case .stereo: return 1
+    case .left: return 2
+    case .right: return 3
+    case .mono: return 4
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [PCChannelAssignment] = [
+    .channelUnspecified,
+    .stereo,
+    .left,
+    .right,
+    .mono,
+  ]
+
+}
+
 /// The only message framed on the wire. A body this build does not know (a newer peer's) decodes
 /// as no body at all, so receivers skip it instead of failing.
 public nonisolated struct PCEnvelope: Sendable {
@@ -331,7 +389,7 @@ public nonisolated struct PCHello: Sendable {
 
   /// Set when the listener holds a party key, which starts the key handshake: CPace
   /// (draft-irtf-cfrg-cpace, CPACE-RISTR255-SHA512, initiator-responder, the listener as initiator A)
-  /// with PRS = the key's UTF-8, CI = "PartyCast stream protocol 5", ADa = "PartyCast listener",
+  /// with PRS = the key's UTF-8, CI = "PartyCast stream protocol 6", ADa = "PartyCast listener",
   /// ADb = "PartyCast broadcaster" (neither sent), sid = key_session_id (16 fresh random bytes),
   /// and listener_share = Ya (32 bytes).
   public var holdsKey: Bool = false
@@ -614,6 +672,9 @@ public nonisolated struct PCStatus: Sendable {
   /// Clears the value of `clockBoundMicroseconds`. Subsequent reads from it will return its default value.
   public mutating func clearClockBoundMicroseconds() {self._clockBoundMicroseconds = nil}
 
+  /// The channel it plays (its --channel, or what the remote set).
+  public var channel: PCChannelAssignment = .channelUnspecified
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -710,18 +771,30 @@ public nonisolated struct PCPartyState: Sendable {
   public init() {}
 }
 
-/// Broadcaster → one listener: what the remote set for it.
+/// Broadcaster → one listener: what the remote set for it; a field the remote did not set is absent
+/// (CHANNEL_UNSPECIFIED for the channel), and the listener keeps its own.
 public nonisolated struct PCListenerSettings: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The speaker's own delay after the sound card, played that much earlier (−2000…2000).
-  public var latencyOffsetMilliseconds: Int32 = 0
+  public var latencyOffsetMilliseconds: Int32 {
+    get {_latencyOffsetMilliseconds ?? 0}
+    set {_latencyOffsetMilliseconds = newValue}
+  }
+  /// Returns true if `latencyOffsetMilliseconds` has been explicitly set.
+  public var hasLatencyOffsetMilliseconds: Bool {self._latencyOffsetMilliseconds != nil}
+  /// Clears the value of `latencyOffsetMilliseconds`. Subsequent reads from it will return its default value.
+  public mutating func clearLatencyOffsetMilliseconds() {self._latencyOffsetMilliseconds = nil}
+
+  public var channel: PCChannelAssignment = .channelUnspecified
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _latencyOffsetMilliseconds: Int32? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -734,6 +807,10 @@ nonisolated extension PCCodecKind: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension PCErrorCode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}PROTOCOL_VERSION_MISMATCH\0\u{1}MESSAGE_TOO_LARGE\0\u{1}MALFORMED\0\u{1}TIMEOUT\0\u{1}QUEUE_OVERFLOW\0\u{1}KEY_REQUIRED\0\u{1}KEY_REJECTED\0")
+}
+
+nonisolated extension PCChannelAssignment: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHANNEL_UNSPECIFIED\0\u{1}STEREO\0\u{1}LEFT\0\u{1}RIGHT\0\u{1}MONO\0")
 }
 
 nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1600,7 +1677,7 @@ nonisolated extension PCClockResponse: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0\u{3}clock_bound_microseconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0\u{3}clock_bound_microseconds\0\u{1}channel\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1614,6 +1691,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.playedPosition) }()
       case 5: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self._clockBoundMicroseconds) }()
+      case 7: try { try decoder.decodeSingularEnumField(value: &self.channel) }()
       default: break
       }
     }
@@ -1642,6 +1720,9 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     try { if let v = self._clockBoundMicroseconds {
       try visitor.visitSingularUInt32Field(value: v, fieldNumber: 6)
     } }()
+    if self.channel != .channelUnspecified {
+      try visitor.visitSingularEnumField(value: self.channel, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1652,6 +1733,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if lhs.playedPosition != rhs.playedPosition {return false}
     if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
     if lhs._clockBoundMicroseconds != rhs._clockBoundMicroseconds {return false}
+    if lhs.channel != rhs.channel {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1824,7 +1906,7 @@ nonisolated extension PCPartyState: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension PCListenerSettings: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListenerSettings"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}latency_offset_milliseconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}latency_offset_milliseconds\0\u{1}channel\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1832,21 +1914,30 @@ nonisolated extension PCListenerSettings: SwiftProtobuf.Message, SwiftProtobuf._
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
+      case 1: try { try decoder.decodeSingularSInt32Field(value: &self._latencyOffsetMilliseconds) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.channel) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.latencyOffsetMilliseconds != 0 {
-      try visitor.visitSingularSInt32Field(value: self.latencyOffsetMilliseconds, fieldNumber: 1)
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._latencyOffsetMilliseconds {
+      try visitor.visitSingularSInt32Field(value: v, fieldNumber: 1)
+    } }()
+    if self.channel != .channelUnspecified {
+      try visitor.visitSingularEnumField(value: self.channel, fieldNumber: 2)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: PCListenerSettings, rhs: PCListenerSettings) -> Bool {
-    if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
+    if lhs._latencyOffsetMilliseconds != rhs._latencyOffsetMilliseconds {return false}
+    if lhs.channel != rhs.channel {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
