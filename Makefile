@@ -68,11 +68,12 @@ test-setup: deps fixtures $(VENV)/.installed
 # or third-party servers (those run in `make test`).
 END_TO_END := --skip '^(BroadcastTests|LANTests|PackagingTests|ListenerTests|SkewAnalyzerTests|HostileBroadcasterTests|HostileGuestTests)\.' \
 	--skip '\.(IcecastTests|RemotePageBrowserTests|OpenAPIContractTests)/'
-# The clock's soak simulations take minutes in debug (seconds in make test's release build).
+# The clock's soak simulations take minutes in a debug build (seconds in make test's release build).
 SOAK := --skip 'OrderKeptLinkTests|testWindowStaysBoundedForTenMinutes|testConvergesUnderTwentyMillisecondsOfJitterEitherWay'
+# Three tests at a time, each in a process of its own: many wait on a reference decoder or a socket.
 check: deps fixtures $(VENV)/.installed
 	swift build --build-tests
-	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_VENV=$(CURDIR)/$(VENV) swift test --skip-build $(END_TO_END) $(SOAK)
+	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_VENV=$(CURDIR)/$(VENV) swift test --skip-build --parallel --num-workers 3 $(END_TO_END) $(SOAK)
 
 # ThreadSanitizer over the in-process unit tests, in its own build directory; the tests that only
 # drive listener/broadcaster processes are skipped (the sanitizer watches this process alone).

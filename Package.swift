@@ -35,6 +35,11 @@ let leanListener: [LinkerSetting] = [.unsafeFlags([
     "-L\(listenerLinkInputs)",
 ])]
 
+/// The pure maths the unit tests drive through long simulations (clock estimation, resampling, MP3
+/// parsing over every split): optimized in debug builds too, so `make check` stays an inner loop.
+/// Unoptimized, their simulations took most of its four minutes.
+let optimizedInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configuration: .debug))]
+
 let package = Package(
     name: "PartyCast",
     platforms: [.macOS(.v15)],
@@ -88,7 +93,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
-        .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"]),
+        .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"], swiftSettings: optimizedInDebug),
         // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry):
         // MP3 through libmpg123, AAC (ADTS) through libfaad2, FLAC through libFLAC, Ogg Vorbis and Opus
         // through vorbisfile and opusfile, WAV and raw PCM in Swift.
@@ -98,7 +103,7 @@ let package = Package(
         // Every source a spec names (files by content, URLs, tones, pipes), for both programs: SourceRegistry.
         .target(name: "PartyCastSourceRegistry", dependencies: ["PartyCastCore", "PartyCastSources", "PartyCastDecoder", "PartyCastHTTP"]),
         // DSP on PCM, whatever decoded it: resampling (libspeexdsp) and channel mapping.
-        .target(name: "PartyCastDSP", dependencies: ["PartyCastCore", "CSpeexDSP"]),
+        .target(name: "PartyCastDSP", dependencies: ["PartyCastCore", "CSpeexDSP"], swiftSettings: optimizedInDebug),
         // Lock-free single-producer single-consumer ring between the decoder and the output thread.
         .target(name: "PartyCastRing"),
         // Output devices behind one protocol: wav, null, virtual (simulated card), ALSA.
@@ -152,9 +157,7 @@ let package = Package(
         // Clock sync's maths, free of the wire: what maps a listener's clock to the broadcaster's (at
         // the top), the local clock and the schedule the audio thread reads (Playback/), and the one
         // place exchanges' results become that schedule (Sync/).
-        .target(name: "PartyCastClock", dependencies: [
-            "PartyCastCore",
-        ]),
+        .target(name: "PartyCastClock", dependencies: ["PartyCastCore"], swiftSettings: optimizedInDebug),
         // recvmsg's control messages through the C library's own macros (kernel receive timestamps).
         .target(name: "CSocketMessages"),
         // The exchanges themselves: UDP with kernel timestamps, TCP as the fallback, both ends.
