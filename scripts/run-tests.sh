@@ -17,7 +17,7 @@ rm -f "$logs"/*.log "$logs"/*.status
 # The classes that take longest here (tens of seconds each, measured on two cores), in that order:
 # started first, they do not end up alone at the tail of the run.
 slowest=(
-    BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests HostileGuestTests PartySyncTests StereoPairTests
+    BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests HostileGuestFloodTests HostileGuestTests PartySyncTests StereoPairTests
     DebianPackageTests PartyControlTests LANTests PrivatePartyOnLANTests StationPartyOnLANTests
     OpenAPIContractTests PrivatePartyLoopbackTests HTTPSourceTests RemotePageTests DiscoveryOnLANTests
     IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
@@ -25,7 +25,7 @@ slowest=(
 # The classes that measure time on the audio (sync, latency, gain ramps, wake-ups), and the one that
 # loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's
 # flood) each would be under load its bars were not set for.
-timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestTests"
+timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else
