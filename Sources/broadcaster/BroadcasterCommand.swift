@@ -139,8 +139,15 @@ struct Share: AsyncParsableCommand {
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
         logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
         let advertised = publisher
-        let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout,
-                                    everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
+        if let publisher {
+            // The listener count in the TXT record follows joins and leaves as they happen.
+            let count = LockedValueBox(0)
+            fanout.observe {
+                let listeners = fanout.peers.count
+                guard count.withLockedValue({ counted in defer { counted = listeners }; return counted != listeners }) else { return }
+                publisher.update(txt: txt.merging(["listeners": "\(listeners)"]) { $1 })
+            }
+        }
         // Keys at the broadcaster's own terminal: space pauses and resumes, ←/→ seek 10 s, q quits.
         let keys = KeyReader { key in
             let now = party.snapshot
@@ -156,13 +163,15 @@ struct Share: AsyncParsableCommand {
             }
         }
         // Shut down in the reverse of this order: the pacer (and its goodbyes) first, the servers last.
+        let display: [ServiceGroupConfiguration.ServiceConfiguration] = Console.isTerminal
+            ? [.init(service: StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout))] : []
         let services = ServiceGroup(configuration: .init(
             services: [
                 .init(service: server),
                 .init(service: remote),
                 .init(service: HeldUntilShutdown { advertised?.stop() }),
                 .init(service: HeldUntilShutdown { keys?.finish() }),
-                .init(service: display),
+            ] + display + [
                 .init(service: PacerService(party: party, fanout: fanout, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
             ],
             gracefulShutdownSignals: [.sigint, .sigterm],

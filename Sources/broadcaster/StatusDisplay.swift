@@ -3,24 +3,21 @@ import PartyCastCLI
 import PartyCastCore
 import ServiceLifecycle
 
-/// Once a second until the graceful shutdown: runs `everySecond` (the mDNS listener count) and, on a
-/// terminal, redraws name, address, progress and every listener (name, host, buffer health, measured
-/// sync error); elsewhere it stays quiet (joins and leaves are logged as they happen).
+/// On a terminal, once a second until the graceful shutdown: redraws name, address, progress and
+/// every listener (name, host, buffer health, measured sync error). Without a terminal there is none:
+/// joins and leaves are logged as they happen, one line each.
 struct StatusDisplay: Service {
     let name: String
     let endpoint: String
     let party: Party
     let fanout: Fanout
-    let everySecond: @Sendable () -> Void
 
     func run() async throws {
-        let terminal = Console.isTerminal
-        defer { if terminal { Console.endStatus() } }
+        defer { Console.endStatus() }
         while !Task.isCancelled {
             // Ends at the graceful shutdown (a CancellationError), as at a plain cancellation.
             do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) } } catch { return }
-            everySecond()
-            if terminal { Console.status(lines()) }
+            Console.status(lines())
         }
     }
 

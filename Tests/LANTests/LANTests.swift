@@ -59,6 +59,12 @@ final class LANTests: XCTestCase {
         XCTAssertEqual(controlled.status, 0, controlled.stderr)
         XCTAssertTrue(controlled.stdout.hasPrefix("LAN Party  —  "), controlled.stdout)
         XCTAssertTrue(everyoneListed(controlled), controlled.stdout)
+        // The TXT record counts them as they join, without a refresh on a timer.
+        var counted = ""
+        for _ in 0..<10 where !counted.contains("\"listeners=3\"") {
+            counted = try on(host(2), ["avahi-browse", "-rtp", "_partycast._tcp"]).wait(timeout: 15).stdout
+        }
+        XCTAssertTrue(counted.contains("\"listeners=3\""), counted)
         for (i, l) in listeners.enumerated() {
             let result = l.wait(timeout: 90)
             XCTAssertEqual(result.status, 0, "room\(i + 2): \(result.stderr)")
