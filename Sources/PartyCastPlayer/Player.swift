@@ -28,10 +28,12 @@ public struct PlayerOptions: Sendable {
 /// Drives source → ring → output. Three threads: the producer (opens, decodes, fills the ring),
 /// the output's own thread (drains it), and the control loop in `run()` (the caller's thread),
 /// which owns the state machine's timing decisions and tells observers what happened.
-/// Every error, from any thread, goes through `fail(_:)`. Nothing polls: the control loop sleeps
-/// until a command, the producer (it wrote while held, saw an underrun, or reached the end) or the
-/// output's end wakes it, or the next status is due; the producer sleeps in its source, or until
-/// the ring has room (real-time outputs drain at a known rate) or a command comes.
+/// Every error, from any thread, goes through `fail(_:)`. The control loop sleeps until a command,
+/// the producer (it wrote while held, saw an underrun, or reached the end) or the output's end wakes
+/// it, or the next status is due; the producer sleeps in its source, or until the ring has room
+/// (real-time outputs drain at a known rate) or a command comes. Only what waits on the output
+/// thread looks again every millisecond (a flush, a cut answered; room in a file output's ring):
+/// the audio thread never signals anyone, as that would take a lock.
 public final class Player: Sendable {
     public typealias SourceFactory = @Sendable () throws(PartyCastError) -> PCMSource
 
