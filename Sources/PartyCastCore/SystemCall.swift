@@ -55,16 +55,6 @@ public func sleepUntil(monotonicNanoseconds deadline: UInt64) {
     while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
 }
 
-/// Sleeps until `deadline` in steps of at most 50 ms, so a stop is noticed promptly; false when
-/// `stopped()` said so first.
-public func sleepUntil(monotonicNanoseconds deadline: UInt64, unless stopped: () -> Bool) -> Bool {
-    while monotonicNanoseconds() < deadline {
-        if stopped() { return false }
-        sleepUntil(monotonicNanoseconds: min(deadline, monotonicNanoseconds() + 50_000_000))
-    }
-    return !stopped()
-}
-
 /// This machine's host name (what listeners and broadcasters show each other).
 public func localHostName() -> String {
     var buffer = [CChar](repeating: 0, count: 256)
