@@ -56,7 +56,9 @@ public final class BroadcastServer: Service, Sendable {
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         // Nearest the socket: it counts the bytes as sent, sealed or not.
-                        try channel.pipeline.syncOperations.addHandler(OutboundBudget(refusals: refusals))
+                        try channel.pipeline.syncOperations.addHandler(OutboundBudget(refusals: refusals, allowance: {
+                            StreamBudgets.outboundAllowance(backlogBytes: fanout.backlogBytes)
+                        }))
                         // Nearer the socket than the PeerHandler, so the fan-out's writes pass it too.
                         let sealing = RecordSealingHandler()
                         try channel.pipeline.syncOperations.addHandler(sealing)

@@ -62,6 +62,8 @@ public final class Fanout: Sendable {
     }
 
     private let state = LockedValueBox(State())
+    /// The backlog's size, kept beside it for the connections' budgets to read without the lock.
+    private let backlogByteCount = Atomic<Int>(0)
     /// Told (outside the lock) when a listener joins, leaves or reports.
     private let observers = LockedValueBox<[@Sendable () -> Void]>([])
     public let maxSkippedChunks: Int
@@ -103,7 +105,15 @@ public final class Fanout: Sendable {
             let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes)
             s.backlog.append(chunk)
             s.batch.append(chunk)
+            countBacklog(s)
         }
+    }
+
+    /// The bytes of audio sent and not yet played: about `--buffer` worth of the stream.
+    public var backlogBytes: Int { backlogByteCount.load(ordering: .relaxed) }
+
+    private func countBacklog(_ s: State) {
+        backlogByteCount.store(s.backlog.reduce(0) { $0 + $1.bytes.readableBytes }, ordering: .relaxed)
     }
 
     /// Takes back every chunk from `position` on: those not yet sent are dropped here, and every
@@ -112,6 +122,7 @@ public final class Fanout: Sendable {
     public func withdraw(from position: UInt64, notice: ByteBuffer) {
         state.withLockedValue { s in
             s.backlog.removeAll { $0.position >= position }
+            countBacklog(s)
             s.batch.removeAll { $0.position >= position }
             flushBatch(&s)
             send(notice, chunks: 0, in: &s)

@@ -10,11 +10,18 @@ enum StreamBudgets {
     static let frameBytesBeforeJoining = 4 * 1024
     /// A joined listener sends status reports, clock requests and its goodbye, all small.
     static let frameBytesJoined = 64 * 1024
-    /// Bytes handed to a connection and not yet taken by its socket. A listener joining gets the
-    /// preamble and the unplayed backlog at once (a second or two of audio, under 1 MiB even as float
-    /// PCM); past the write buffer's high mark the fan-out skips chunks, so only a peer that does
-    /// not read while being sent other things (clock answers, a pause, a retitle) gets near this.
+    /// Bytes handed to a connection and not yet taken by its socket, beyond the party's unplayed
+    /// backlog (`outboundAllowance`). A listener joining gets the preamble and that backlog at once;
+    /// past the write buffer's high mark the fan-out skips chunks, so only a peer that does not read
+    /// while being sent other things (clock answers, a pause, a retitle) gets near this.
     static let maxQueuedBytes = 4 << 20
+
+    /// What one connection may have queued: the fixed budget plus twice the backlog the fan-out holds
+    /// now. The backlog is `--buffer` worth of the stream: 10 s of 96 kHz float PCM is 7.7 MB, which
+    /// a fixed 4 MiB would cut off on joining; an Opus party's stays well under 1 MiB.
+    static func outboundAllowance(backlogBytes: Int) -> Int {
+        maxQueuedBytes &+ backlogBytes.multipliedReportingOverflow(by: 2).partialValue
+    }
     /// A connection that stays backed up this long has stopped reading: cut off, paused or not (while
     /// paused the fan-out sends nothing, so its skipped-chunk count never grows).
     static let maxBackedUp = TimeAmount.seconds(10)
@@ -30,15 +37,16 @@ final class OutboundBudget: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let refusals: Refusals
-    private let maxQueuedBytes: Int
+    /// The bytes this connection may have queued now (`StreamBudgets.outboundAllowance`).
+    private let allowance: @Sendable () -> Int
     private let maxBackedUp: TimeAmount
     private var queued = 0
     private var backedUpTimer: Scheduled<Void>?
     private var cutOff = false
 
-    init(refusals: Refusals, maxQueuedBytes: Int = StreamBudgets.maxQueuedBytes, maxBackedUp: TimeAmount = StreamBudgets.maxBackedUp) {
+    init(refusals: Refusals, allowance: @escaping @Sendable () -> Int, maxBackedUp: TimeAmount = StreamBudgets.maxBackedUp) {
         self.refusals = refusals
-        self.maxQueuedBytes = maxQueuedBytes
+        self.allowance = allowance
         self.maxBackedUp = maxBackedUp
     }
 
@@ -49,9 +57,10 @@ final class OutboundBudget: ChannelDuplexHandler {
         }
         let bytes = unwrapOutboundIn(data).readableBytes
         queued += bytes
-        if queued > maxQueuedBytes {
+        let budget = allowance()
+        if queued > budget {
             promise?.fail(ChannelError.ioOnClosedChannel)
-            cut(context, "has \(queued) bytes waiting to be sent (the budget is \(maxQueuedBytes)): it does not read")
+            cut(context, "has \(queued) bytes waiting to be sent (the budget is \(budget)): it does not read")
             return
         }
         let written = promise ?? context.eventLoop.makePromise()
