@@ -57,10 +57,21 @@ public enum ControlClient {
                 } else if !body.isEmpty || [.POST, .PUT].contains(method) {
                     head.headers.replaceOrAdd(name: "Content-Length", value: String(body.reduce(0) { $0 + $1.readableBytes }))
                 }
-                try await outbound.write(.head(head))
-                for chunk in body { try await outbound.write(.body(.byteBuffer(chunk))) }
-                try await outbound.write(.end(nil))
-                return try await collect(inbound, limit: limit)
+                // A server may answer before the request is all sent (a refusal, a body over its
+                // limit) and close: then the answer, not the failed write, is what happened.
+                var unsent: (any Error)?
+                do {
+                    try await outbound.write(.head(head))
+                    for chunk in body { try await outbound.write(.body(.byteBuffer(chunk))) }
+                    try await outbound.write(.end(nil))
+                } catch {
+                    unsent = error
+                }
+                do {
+                    return try await collect(inbound, limit: limit)
+                } catch Failure.closedEarly where unsent != nil {
+                    throw unsent!
+                }
             }
         } catch where expired.withLockedValue({ $0 }) {
             throw Failure.timedOut(seconds: timeout.nanoseconds / 1_000_000_000)

@@ -134,7 +134,7 @@ public final class Player: Sendable {
         let interval = options.statusIntervalSeconds.map { UInt64(max(0.01, $0) * 1e9) }
         var statusDue = monotonicNanoseconds() + (interval ?? 0)
         while true {
-            if let interval {
+            if interval != nil {
                 let now = monotonicNanoseconds()
                 if now < statusDue { wakeup.wait(nanoseconds: statusDue - now) }
             } else {

@@ -85,7 +85,11 @@ final class LoopbackBroadcastTests: XCTestCase {
         XCTAssertEqual(played.status, 0, played.stderr + "\nbroadcaster:\n" + served.stderr)
         XCTAssertEqual(served.status, 0, served.stderr)
         XCTAssertTrue(served.stderr.contains("sent bad data"), served.stderr)
-        XCTAssertTrue(served.stderr.contains("sent no Hello within 5 s"), served.stderr)
+        // The silent one is closed at its handshake timeout, or sooner: 200 connections from its
+        // address in a burst can reach the per-address cap before their closes are seen, and the
+        // census then makes room by closing the oldest that never joined, the silent one.
+        XCTAssertTrue(served.stderr.contains("sent no Hello within 5 s")
+                      || served.stderr.contains("closed an older connection that had not yet joined"), served.stderr)
         let audio = try readAudio("\(directory)/good.wav")
         XCTAssertEqual(audio.frames, 9 * 48000)
         XCTAssertGreaterThanOrEqual(snr(audio.samples[...], try referenceTone(seconds: 9, in: directory)[...]), 50)
