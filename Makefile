@@ -4,7 +4,7 @@ FIXTURES := Fixtures/generated
 APT_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
 	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev faad flac vorbis-tools ffmpeg \
 	libasound2-plugins mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
-	gnuplot-nox chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
+	gnuplot-nox libportaudio2 chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils
 # The tests' drivers from PyPI (scripts/test-requirements.txt, pinned) live in .venv.
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -120,6 +120,9 @@ let package = Package(
         ]),
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
+        // Sendspin (Music Assistant's protocol), free of I/O: its messages, binary frames and the
+        // server's session as a state machine.
+        .target(name: "PartyCastSendspin", dependencies: ["PartyCastCore", .product(name: "Crypto", package: "swift-crypto")]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
@@ -229,6 +232,8 @@ let package = Package(
         ]),
         .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast", "PartyCastControlSeam"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
+        // Sendspin's messages and session, hostile and fuzzed, and against aiosendspin's own models.
+        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
             "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),
