@@ -123,6 +123,17 @@ let package = Package(
         // Sendspin (Music Assistant's protocol), free of I/O: its messages, binary frames and the
         // server's session as a state machine.
         .target(name: "PartyCastSendspin", dependencies: ["PartyCastCore", .product(name: "Crypto", package: "swift-crypto")]),
+        // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
+        // join the party as listeners.
+        .target(name: "PartyCastSendspinServer", dependencies: [
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCore",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+        ]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
@@ -191,7 +202,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),

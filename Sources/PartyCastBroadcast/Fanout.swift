@@ -37,6 +37,10 @@ public final class Fanout: Sendable {
 
     struct State {
         var peers: [Int: Peer] = [:]
+        /// Listeners of another protocol, fed the party's PCM (`PCMOutlet`).
+        var outlets: [Int: (info: PeerInfo, outlet: any PCMOutlet)] = [:]
+        /// The PCM's format; nil until the first source opened, and when packets pass through.
+        var audioFormat: AudioFormat?
         var nextID = 1
         /// What a listener joining now needs first: the stream format and the metadata.
         var preamble: [ByteBuffer] = []
@@ -59,6 +63,10 @@ public final class Fanout: Sendable {
         var position: UInt64
         var presentationNanoseconds: UInt64
         var bytes: ByteBuffer
+        /// The PCM it carries (empty when the source's packets pass through), for the outlets.
+        var samples: [Float]
+
+        var pcm: PCMChunk { PCMChunk(position: position, presentationNanoseconds: presentationNanoseconds, samples: samples) }
     }
 
     private let state = LockedValueBox(State())
@@ -75,7 +83,16 @@ public final class Fanout: Sendable {
         self.logger = logger
     }
 
-    public var peers: [PeerInfo] { state.withLockedValue { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
+    public var peers: [PeerInfo] {
+        state.withLockedValue { s in (s.peers.values.map(\.info) + s.outlets.values.map(\.info)).sorted { $0.id < $1.id } }
+    }
+
+    /// The format of the PCM the outlets get; nil before the first source, or without PCM.
+    public var audioFormat: AudioFormat? { state.withLockedValue { $0.audioFormat } }
+
+    func setAudioFormat(_ format: AudioFormat) {
+        state.withLockedValue { $0.audioFormat = format }
+    }
     public var everJoined: Int { state.withLockedValue { $0.everJoined } }
 
     /// Sets what every new listener gets before any audio (and sends it to those already joined).
@@ -97,10 +114,10 @@ public final class Fanout: Sendable {
 
     /// Queues an audio chunk for everyone (sent at the next `flushChunks()`) and keeps it for late
     /// joiners until it has been played.
-    public func queueChunk(_ bytes: ByteBuffer, position: UInt64, presentationNanoseconds: UInt64, now: UInt64) {
+    public func queueChunk(_ bytes: ByteBuffer, position: UInt64, presentationNanoseconds: UInt64, samples: [Float] = [], now: UInt64) {
         state.withLockedValue { s in
             s.backlog.removeAll { $0.presentationNanoseconds < now }
-            let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes)
+            let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes, samples: samples)
             s.backlog.append(chunk)
             s.batch.append(chunk)
         }
@@ -115,6 +132,9 @@ public final class Fanout: Sendable {
             s.batch.removeAll { $0.position >= position }
             flushBatch(&s)
             send(notice, chunks: 0, in: &s)
+            let now = monotonicNanoseconds()
+            let kept = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm)
+            for (_, outlet) in s.outlets.values { outlet.withdraw(keeping: kept) }
         }
     }
 
@@ -155,6 +175,10 @@ public final class Fanout: Sendable {
         bytes.reserveCapacity(s.batch.reduce(0) { $0 + $1.bytes.readableBytes })
         for var chunk in s.batch { bytes.writeBuffer(&chunk.bytes) }
         send(bytes, chunks: s.batch.count, in: &s)
+        if !s.outlets.isEmpty {
+            let pcm = s.batch.map(\.pcm)
+            for (_, outlet) in s.outlets.values { outlet.deliver(pcm) }
+        }
         s.batch.removeAll(keepingCapacity: true)
     }
 
@@ -220,8 +244,31 @@ public final class Fanout: Sendable {
         return messages
     }
 
-    func leave(_ id: Int) {
-        state.withLockedValue { _ = $0.peers.removeValue(forKey: id) }
+    /// Registers a listener of another protocol (`PCMOutlet`) and hands it the not-yet-played
+    /// chunks; nil (and the outlet finished) after `finish`.
+    public func join(outlet: any PCMOutlet, listenerID: String, name: String, host: String, address: String) -> Int? {
+        defer { changed() }
+        return state.withLockedValue { s in
+            if s.farewell != nil {
+                outlet.finish()
+                return nil
+            }
+            flushBatch(&s)
+            let id = s.nextID
+            s.nextID += 1
+            s.everJoined += 1
+            let now = monotonicNanoseconds()
+            outlet.deliver(s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm))
+            s.outlets[id] = (PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), outlet)
+            return id
+        }
+    }
+
+    public func leave(_ id: Int) {
+        state.withLockedValue { s in
+            s.peers.removeValue(forKey: id)
+            s.outlets.removeValue(forKey: id)
+        }
         changed()
     }
 
@@ -243,6 +290,8 @@ public final class Fanout: Sendable {
         state.withLockedValue { s in
             flushBatch(&s)
             s.farewell = (goodbye, deadline)
+            for (_, outlet) in s.outlets.values { outlet.finish() }
+            s.outlets.removeAll()
             defer { s.peers.removeAll() }
             return s.peers.values.map { hangUp($0.channel, name: $0.info.name, after: [goodbye], deadline: deadline) }
         }
@@ -268,4 +317,24 @@ public final class Fanout: Sendable {
         }
         return channel.closeFuture
     }
+}
+
+/// A chunk of the party's audio as PCM: interleaved Float32 in `Fanout.audioFormat`, its first
+/// frame heard at `presentationNanoseconds` (the broadcaster's monotonic clock).
+public struct PCMChunk: Sendable {
+    public let position: UInt64
+    public let presentationNanoseconds: UInt64
+    public let samples: [Float]
+}
+
+/// A listener of another protocol (Sendspin), fed the party's PCM rather than its wire messages.
+/// Called under the fanout's lock: each call must only hand its argument over, never block.
+public protocol PCMOutlet: AnyObject, Sendable {
+    /// New chunks, in timeline order.
+    func deliver(_ chunks: [PCMChunk])
+    /// A command took back what was sent from some position on: drop what is buffered and play
+    /// `kept` (the not-yet-played chunks before that position), then what follows.
+    func withdraw(keeping kept: [PCMChunk])
+    /// The broadcast is over.
+    func finish()
 }

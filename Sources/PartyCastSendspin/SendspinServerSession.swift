@@ -64,6 +64,8 @@ public struct SendspinServerSession: Sendable {
     public let transport: Transport
     /// The codecs this server can encode the party's audio in.
     public let encodable: Set<SendspinCodec>
+    /// The party's rate and channels, which a format must have (nil: any).
+    public let partyFormat: AudioFormat?
     public let limits: Limits
     private var phase = Phase.awaitingHello
     /// Malformed or out-of-place messages so far.
@@ -71,11 +73,13 @@ public struct SendspinServerSession: Sendable {
     /// Well-formed messages of types this server does not act on (a newer client's, say).
     public private(set) var skippedMessages = 0
 
-    public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, limits: Limits = Limits()) {
+    public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
+                limits: Limits = Limits()) {
         self.serverID = serverID
         self.serverName = serverName
         self.transport = transport
         self.encodable = encodable
+        self.partyFormat = partyFormat
         self.limits = limits
     }
 
@@ -127,10 +131,11 @@ public struct SendspinServerSession: Sendable {
     }
 
     /// The format this server streams in for `formats` (the client's, in its order): the first it can
-    /// encode at a rate, channel count and depth it can produce.
-    public static func chooseFormat(from formats: [SendspinAudioFormat], encodable: Set<SendspinCodec>) -> SendspinAudioFormat? {
+    /// encode at a rate, channel count and depth it can produce (the party's rate and channels, if given).
+    public static func chooseFormat(from formats: [SendspinAudioFormat], encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil) -> SendspinAudioFormat? {
         formats.first { format in
             guard encodable.contains(format.codec), (1...2).contains(format.channels) else { return false }
+            if let partyFormat, partyFormat.sampleRate != format.sampleRate || partyFormat.channels != format.channels { return false }
             switch format.codec {
             case .pcm, .flac: return (8_000...192_000).contains(format.sampleRate) && [16, 24].contains(format.bitDepth)
             case .opus: return [8_000, 12_000, 16_000, 24_000, 48_000].contains(format.sampleRate)
@@ -153,7 +158,7 @@ public struct SendspinServerSession: Sendable {
             guard let role = hello.supportedRoles.first(where: { $0.hasPrefix(family + "@") && Self.implementedRoles.contains($0) }) else { continue }
             if family == "player" {
                 guard let support = hello.playerSupport, support.bufferCapacity > 0,
-                      let chosen = Self.chooseFormat(from: support.supportedFormats, encodable: encodable) else { continue }
+                      let chosen = Self.chooseFormat(from: support.supportedFormats, encodable: encodable, partyFormat: partyFormat) else { continue }
                 format = chosen
             }
             roles.append(role)

@@ -10,6 +10,7 @@ import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry
 import PartyCastDiscovery
+import PartyCastSendspinServer
 import PartyCastWire
 import Synchronization
 #if canImport(Glibc)
@@ -67,6 +68,15 @@ struct Share: ParsableCommand {
     @Flag(name: .customLong("no-mdns"), help: "Do not advertise over mDNS; listeners must use --host.")
     var noMDNS = false
 
+    @Option(name: .customLong("sendspin-port"), help: "The Sendspin server's port, where Sendspin players (Music Assistant's speakers, `sendspin daemon`) join at ws://HOST:PORT/sendspin (default 8927, or a free one if that is taken; 0 picks a free one).")
+    var sendspinPort: Int?
+
+    @Flag(name: .customLong("no-sendspin"), help: "Do not serve Sendspin players.")
+    var noSendspin = false
+
+    @Flag(name: .customLong("sendspin"), help: "Serve Sendspin players at a private party too: they join without the party key.")
+    var sendspin = false
+
     @OptionGroup var key: PartyKeyOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -79,6 +89,8 @@ struct Share: ParsableCommand {
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
         // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
         guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
+        guard !(sendspin && noSendspin) else { throw ValidationError("--sendspin and --no-sendspin contradict each other") }
+        guard (0...65535).contains(sendspinPort ?? 0) else { throw ValidationError("--sendspin-port must be 0…65535") }
     }
 
     func run() throws {
@@ -115,6 +127,8 @@ struct Share: ParsableCommand {
         // The remote control drives the party's command queue, as the keys below do.
         let remote = try remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
         defer { remote.shutdown() }
+        let sendspinServer = try sendspinServer(party: party, fanout: fanout, name: options.name, private: partyKey != nil, logger: logger)
+        defer { sendspinServer?.shutdown() }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
@@ -128,6 +142,19 @@ struct Share: ParsableCommand {
                 logger.warning("not advertising over mDNS (\(error.message)); listeners can still join with --host \(host):\(server.port)")
             }
         }
+        var sendspinPublisher: ServicePublisher?
+        if let sendspinServer {
+            logger.info("Sendspin players join at ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
+            if !noMDNS {
+                do throws(PartyCastError) {
+                    sendspinPublisher = try ServicePublisher(name: options.name, type: PartyCastService.sendspinServerType, port: sendspinServer.port,
+                                                             txt: ["path": SendspinServer.path, "name": options.name]) { event in logger.info("mDNS (Sendspin): \(event)") }
+                } catch {
+                    logger.warning("not advertising Sendspin over mDNS (\(error.message)); players can still dial ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
+                }
+            }
+        }
+        defer { sendspinPublisher?.stop() }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
         logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
@@ -172,6 +199,28 @@ struct Share: ParsableCommand {
         } catch where controlPort == nil && preferred != 0 {
             logger.notice("the remote control's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
             return try ControlServer(control: party, host: bind, port: 0, key: key, refusals: refusals, logger: logger)
+        }
+    }
+
+    /// The Sendspin server role, unless turned off: at a private party only when asked for
+    /// (its players cannot prove the key), and only when the party has PCM to give it.
+    private func sendspinServer(party: Party, fanout: Fanout, name: String, private isPrivate: Bool, logger: Logger) throws(PartyCastError) -> SendspinServer? {
+        if noSendspin { return nil }
+        if isPrivate && !sendspin {
+            logger.info("Sendspin is off at a private party: its players cannot prove the key (--sendspin serves them anyway)")
+            return nil
+        }
+        if WireCodecs.named(codec)?.passesThrough == true {
+            logger.notice("Sendspin is off with --codec \(codec): its players need the party's PCM, which --codec opus or pcm makes")
+            return nil
+        }
+        if isPrivate { logger.warning("Sendspin is on at a private party: Sendspin players join WITHOUT the party key") }
+        let preferred = sendspinPort ?? 8927
+        do throws(PartyCastError) {
+            return try SendspinServer(party: party, fanout: fanout, name: name, host: bind, port: preferred, logger: logger)
+        } catch where sendspinPort == nil {
+            logger.notice("Sendspin's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
+            return try SendspinServer(party: party, fanout: fanout, name: name, host: bind, port: 0, logger: logger)
         }
     }
 

@@ -165,4 +165,14 @@ final class SendspinSessionTests: XCTestCase {
         XCTAssertEqual(SendspinFrame([9, 0, 0, 0, 0, 0, 0, 0, 1][...], audioHeader: .spec)?.kind, .artwork(channel: 1))
         XCTAssertNil(SendspinFrame([][...], audioHeader: .spec))
     }
+
+    func testPCMIsLittleEndianSignedAndClipped() {
+        XCTAssertEqual(SendspinPCM.encode([1, -1, 0, 0.5, .nan, 2, -0.25], bitDepth: 16).chunked(2).map { Int16(bitPattern: UInt16($0[0]) | UInt16($0[1]) << 8) },
+                       [32767, -32767, 0, 16384, 0, 32767, -8192])
+        XCTAssertEqual(SendspinPCM.encode([1, -1, 0.5], bitDepth: 24), [0xFF, 0xFF, 0x7F, 0x01, 0x00, 0x80, 0x00, 0x00, 0x40])
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [[Element]] { stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) } }
 }

@@ -1,0 +1,190 @@
+import Crypto
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import PartyCastBroadcast
+import PartyCastControlSeam
+import PartyCastCore
+import PartyCastSendspin
+import Synchronization
+
+/// One Sendspin client of the party, from its first frame to its last: the opening (plain or
+/// encrypted), the session's verdicts carried out, and, for a player, the party's audio in its
+/// format and on the party's clock. The one place where Sendspin meets the party.
+struct SendspinConnection {
+    struct Shared: Sendable {
+        let party: Party
+        let fanout: Fanout
+        let serverKey: Curve25519.KeyAgreement.PrivateKey
+        let serverName: String
+        let logger: Logger
+    }
+
+    /// A client that has not finished its hello by then is closed.
+    static let helloDeadline: Swift.Duration = .seconds(10)
+    static let maxMessageBytes = 64 * 1024
+
+    let shared: Shared
+    let address: String
+
+    /// The party's clock in Sendspin's unit: the broadcaster's monotonic clock in µs, on which
+    /// every chunk's presentation time is counted too.
+    static func nowMicroseconds() -> Int64 { Int64(clamping: monotonicNanoseconds() / 1000) }
+
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        var messages = inbound.messages(maxSize: Self.maxMessageBytes).makeAsyncIterator()
+        let deadline = Task {
+            try await Task.sleep(for: Self.helloDeadline)
+            shared.fanout.refusals.refuse(.silentPeer, "Sendspin client \(address) did not finish its hello in \(Self.helloDeadline)")
+            try await outbound.close(.policyViolation, reason: "no hello in time")
+        }
+        defer { deadline.cancel() }
+        guard case .text(let first)? = try await messages.next() else { return }
+        var handshake = SendspinHandshake(serverKey: shared.serverKey)
+        var step = handshake.receive(text: Array(first.utf8))
+        var channel: SendspinSecureChannel?
+        var session: SendspinServerSession
+        let format = shared.fanout.audioFormat
+        func makeSession(_ transport: SendspinServerSession.Transport) -> SendspinServerSession {
+            SendspinServerSession(serverID: handshake.serverID, serverName: shared.serverName, transport: transport, encodable: [.pcm], partyFormat: format)
+        }
+        var firstMessage: [UInt8]?
+        opening: while true {
+            switch step {
+            case .plain:
+                session = makeSession(.plain)
+                firstMessage = Array(first.utf8)
+                break opening
+            case .reply(let frames):
+                for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
+                guard case .text(let next)? = try await messages.next() else { return }
+                step = handshake.receive(text: Array(next.utf8))
+            case .established(let clientID, let secure):
+                channel = secure
+                session = makeSession(.encrypted(clientID: clientID))
+                break opening
+            case .reject(let reply, let reason):
+                shared.fanout.refusals.refuse(.badData, "refused Sendspin client \(address): \(reason)")
+                if let reply { try await outbound.write(.text(String(decoding: reply, as: UTF8.self))) }
+                try await outbound.close(.policyViolation, reason: "handshake refused")
+                return
+            }
+        }
+        guard format != nil else {
+            // The first source sets the party's format within moments of the start.
+            shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
+            try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
+            return
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
+        let outlet = SendspinOutlet(continuation: continuation)
+        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) })
+        let player = Player()
+        defer {
+            continuation.finish()
+            if let id = player.fanoutID.withLockedValue({ $0 }) { shared.fanout.leave(id) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                let ended = try await writer.drain(stream, format: { player.format.withLockedValue { $0 } })
+                if outlet.overflowed.load(ordering: .relaxed) {
+                    shared.fanout.refusals.refuse(.slowReader, "cut off Sendspin player \(address): it fell behind the party")
+                    try await outbound.close(.policyViolation, reason: "fell behind")
+                } else if ended {
+                    try await outbound.close(.normalClosure, reason: "the broadcast is over")
+                }
+            }
+            var actions = session.opening()
+            if let firstMessage { actions += session.receiveText(firstMessage, receivedAt: Self.nowMicroseconds()) }
+            while true {
+                for action in actions {
+                    guard try await carryOut(action, session: session, outlet: outlet, player: player, outbound: outbound) else {
+                        tasks.cancelAll()
+                        return
+                    }
+                }
+                if session.peer != nil { deadline.cancel() }
+                guard let message = try await messages.next() else { break }
+                let receivedAt = Self.nowMicroseconds()
+                switch (message, writer.channel) {
+                case (.text(let text), nil):
+                    actions = session.receiveText(Array(text.utf8), receivedAt: receivedAt)
+                case (.binary(let bytes), nil):
+                    actions = session.receiveBinary(count: bytes.readableBytes)
+                case (.binary(let bytes), let secure?):
+                    do throws(NoiseError) {
+                        switch try secure.withLockedValue({ channel throws(NoiseError) in try channel.open(Array(buffer: bytes)) }) {
+                        case .text(let json): actions = session.receiveText(json, receivedAt: receivedAt)
+                        case .binary(let binary): actions = session.receiveBinary(count: binary.count)
+                        }
+                    } catch {
+                        actions = [.close("its message failed to open: \(error.reason)")]
+                    }
+                case (.text, _?):
+                    actions = [.close("it sent a cleartext frame after the handshake")]
+                }
+            }
+            tasks.cancelAll()
+        }
+    }
+
+    /// Carries out one of the session's verdicts; false when the connection is to end.
+    private func carryOut(_ action: SendspinServerSession.Action, session: SendspinServerSession, outlet: SendspinOutlet,
+                          player: Player, outbound: WebSocketOutboundWriter) async throws -> Bool {
+        switch action {
+        case .send(let message):
+            outlet.push(.message(message))
+        case .joined(let peer):
+            guard let format = peer.format else {
+                shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
+                return true
+            }
+            outlet.push(.message(.streamStart(format, codecHeader: nil)))
+            outlet.push(.message(.groupUpdate(.playing, groupID: session.serverID, groupName: shared.serverName)))
+            // The party, not the speaker's last setting, decides how loud a listener plays (sendspin's
+            // own default is 25 of 100); the PCM it gets is before any of the party's gains.
+            outlet.push(.message(.command(.volume(100))))
+            // Before joining: the join hands the outlet the unplayed chunks, which go out in this format.
+            player.format.withLockedValue { $0 = format }
+            let id = shared.fanout.join(outlet: outlet, listenerID: "sendspin-" + String(peer.clientID.prefix(16)), name: peer.name, host: "sendspin", address: address)
+            player.fanoutID.withLockedValue { $0 = id }
+            shared.logger.info("Sendspin player \(peer.name)@\(address) joined (\(format.codec.rawValue) \(format.sampleRate) Hz, \(format.bitDepth) bit)")
+        case .playerState(let volume, let muted, let delay):
+            shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
+        case .available(let available):
+            shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
+        case .control(let control):
+            guard let command = Self.partyCommand(for: control) else {
+                shared.logger.notice("Sendspin controller \(address): the party has no mute of its own")
+                return true
+            }
+            if case .failure(let refusal) = await shared.party.perform(command) {
+                shared.logger.notice("Sendspin controller \(address): \(refusal.message)")
+            }
+        case .close(let reason):
+            if session.badMessages > 0 { shared.fanout.refusals.refuse(.badData, "closed Sendspin client \(address): \(reason)") }
+            else { shared.logger.info("Sendspin client \(address) left: \(reason)") }
+            try await outbound.close(.normalClosure, reason: nil)
+            return false
+        }
+        return true
+    }
+
+    /// What a Sendspin controller's command means to the party.
+    static func partyCommand(for control: SendspinControl) -> PartyCommand? {
+        switch control {
+        case .play: .resume
+        case .pause, .stop: .pause
+        case .next: .next
+        case .previous: .previous
+        case .volume(let percent): .partyVolume(percent: percent)
+        case .mute: nil
+        }
+    }
+
+    /// What the connection knows of its player once it joined.
+    final class Player: Sendable {
+        let format = LockedValueBox<SendspinAudioFormat?>(nil)
+        let fanoutID = LockedValueBox<Int?>(nil)
+    }
+}

@@ -1,0 +1,86 @@
+import HummingbirdWebSocket
+import NIOCore
+import PartyCastBroadcast
+import PartyCastCore
+import PartyCastSendspin
+import Synchronization
+
+/// A Sendspin connection as the fanout sees it: what it is handed is queued, never waited for;
+/// a player that lets its queue fill is cut off (`overflowed`), as a native listener would be.
+final class SendspinOutlet: PCMOutlet {
+    enum Item: Sendable {
+        case message(SendspinServerMessage)
+        case chunks([PCMChunk])
+        /// Drop what is buffered, then play these.
+        case clear([PCMChunk])
+        case end
+    }
+
+    /// Items queued at most: the fanout's batches (~100 ms each) and messages, a few seconds' worth.
+    static let maxQueued = 256
+
+    private let continuation: AsyncStream<Item>.Continuation
+    let overflowed = Atomic<Bool>(false)
+
+    init(continuation: AsyncStream<Item>.Continuation) { self.continuation = continuation }
+
+    func push(_ item: Item) {
+        if case .dropped = continuation.yield(item) {
+            overflowed.store(true, ordering: .relaxed)
+            continuation.finish()
+        }
+    }
+
+    func deliver(_ chunks: [PCMChunk]) { push(.chunks(chunks)) }
+    func withdraw(keeping kept: [PCMChunk]) { push(.clear(kept)) }
+    func finish() { push(.end) }
+}
+
+/// Writes a connection's queue to its WebSocket: messages stamped with the party's clock as they
+/// go, chunks as PCM frames timestamped on the party's timeline, sealed when the connection is.
+struct SendspinWriter: Sendable {
+    let outbound: WebSocketOutboundWriter
+    let channel: LockedValueBox<SendspinSecureChannel>?
+
+    /// Writes until the queue ends; true when it ended with the broadcast.
+    func drain(_ stream: AsyncStream<SendspinOutlet.Item>, format: @Sendable () -> SendspinAudioFormat?) async throws -> Bool {
+        for await item in stream {
+            switch item {
+            case .message(let message):
+                try await send(text: message.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
+            case .chunks(let chunks):
+                try await send(chunks, format: format())
+            case .clear(let kept):
+                try await send(text: SendspinServerMessage.streamClear.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
+                try await send(kept, format: format())
+            case .end:
+                try await send(text: SendspinServerMessage.streamEnd.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
+                return true
+            }
+        }
+        return false
+    }
+
+    private func send(_ chunks: [PCMChunk], format: SendspinAudioFormat?) async throws {
+        guard let format else { return }  // not (yet) a player
+        let header: SendspinFrame.AudioHeader = channel == nil ? .spec : .withSendAhead
+        for chunk in chunks where !chunk.samples.isEmpty {
+            let timestamp = Int64(clamping: chunk.presentationNanoseconds / 1000)
+            try await send(binary: SendspinFrame.audio(timestamp: timestamp, sendAhead: timestamp - SendspinConnection.nowMicroseconds(),
+                                                       payload: SendspinPCM.encode(chunk.samples, bitDepth: format.bitDepth), header: header))
+        }
+    }
+
+    private func send(text: [UInt8]) async throws {
+        if let channel {
+            try await outbound.write(.binary(ByteBuffer(bytes: try channel.withLockedValue { channel throws(NoiseError) in try channel.seal(text: text) })))
+        } else {
+            try await outbound.write(.text(String(decoding: text, as: UTF8.self)))
+        }
+    }
+
+    private func send(binary: [UInt8]) async throws {
+        let bytes = try channel.map { box throws(NoiseError) in try box.withLockedValue { channel throws(NoiseError) in try channel.seal(binary: binary) } } ?? binary
+        try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+    }
+}
