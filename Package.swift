@@ -126,7 +126,7 @@ let package = Package(
         // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
         // join the party as listeners.
         .target(name: "PartyCastSendspinServer", dependencies: [
-            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCore",
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCore", "PartyCastOutput",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

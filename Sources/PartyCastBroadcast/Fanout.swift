@@ -156,6 +156,17 @@ public final class Fanout: Sendable {
         }
     }
 
+    /// A Gain for one listener: the framed message to its connections, the values to its outlets.
+    func sendGain(_ message: ByteBuffer?, value: Float, at position: UInt64, rampFrames: Int, toListener listenerID: String) {
+        state.withLockedValue { s in
+            flushBatch(&s)
+            if let message {
+                for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(message, promise: nil) }
+            }
+            for (info, outlet) in s.outlets.values where info.listenerID == listenerID { outlet.gain(value, at: position, rampFrames: rampFrames) }
+        }
+    }
+
     /// Sends the queued chunks to everyone.
     public func flushChunks() {
         state.withLockedValue { flushBatch(&$0) }
@@ -244,8 +255,8 @@ public final class Fanout: Sendable {
         return messages
     }
 
-    /// Registers a listener of another protocol (`PCMOutlet`) and hands it the not-yet-played
-    /// chunks; nil (and the outlet finished) after `finish`.
+    /// Registers a listener of another protocol (`PCMOutlet`) and hands it its gain and the
+    /// not-yet-played chunks; nil (and the outlet finished) after `finish`.
     public func join(outlet: any PCMOutlet, listenerID: String, name: String, host: String, address: String) -> Int? {
         defer { changed() }
         return state.withLockedValue { s in
@@ -258,6 +269,7 @@ public final class Fanout: Sendable {
             s.nextID += 1
             s.everJoined += 1
             let now = monotonicNanoseconds()
+            outlet.gain(s.gains[listenerID] ?? s.defaultGain, at: 0, rampFrames: 0)
             outlet.deliver(s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm))
             s.outlets[id] = (PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), outlet)
             return id
@@ -335,6 +347,10 @@ public protocol PCMOutlet: AnyObject, Sendable {
     /// A command took back what was sent from some position on: drop what is buffered and play
     /// `kept` (the not-yet-played chunks before that position), then what follows.
     func withdraw(keeping kept: [PCMChunk])
+    /// From timeline position `position` on, ramp to amplitude `value` over `rampFrames`: the
+    /// party's Gain for this listener (volume, mute, the fades around a cut), as a native listener
+    /// gets it.
+    func gain(_ value: Float, at position: UInt64, rampFrames: Int)
     /// The broadcast is over.
     func finish()
 }

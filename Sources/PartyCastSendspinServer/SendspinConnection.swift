@@ -141,8 +141,8 @@ struct SendspinConnection {
             }
             outlet.push(.message(.streamStart(format, codecHeader: nil)))
             outlet.push(.message(.groupUpdate(.playing, groupID: session.serverID, groupName: shared.serverName)))
-            // The party, not the speaker's last setting, decides how loud a listener plays (sendspin's
-            // own default is 25 of 100); the PCM it gets is before any of the party's gains.
+            // The party's gain for this listener is in the PCM it gets (SendspinWriter), so the speaker
+            // plays at 100 rather than its last setting (sendspin's own default is 25 of 100).
             outlet.push(.message(.command(.volume(100))))
             // Before joining: the join hands the outlet the unplayed chunks, which go out in this format.
             player.format.withLockedValue { $0 = format }

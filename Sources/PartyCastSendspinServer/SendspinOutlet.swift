@@ -2,6 +2,7 @@ import HummingbirdWebSocket
 import NIOCore
 import PartyCastBroadcast
 import PartyCastCore
+import PartyCastOutput
 import PartyCastSendspin
 import Synchronization
 
@@ -13,6 +14,7 @@ final class SendspinOutlet: PCMOutlet {
         case chunks([PCMChunk])
         /// Drop what is buffered, then play these.
         case clear([PCMChunk])
+        case gain(Float, at: UInt64, rampFrames: Int)
         case end
     }
 
@@ -33,26 +35,32 @@ final class SendspinOutlet: PCMOutlet {
 
     func deliver(_ chunks: [PCMChunk]) { push(.chunks(chunks)) }
     func withdraw(keeping kept: [PCMChunk]) { push(.clear(kept)) }
+    func gain(_ value: Float, at position: UInt64, rampFrames: Int) { push(.gain(value, at: position, rampFrames: rampFrames)) }
     func finish() { push(.end) }
 }
 
 /// Writes a connection's queue to its WebSocket: messages stamped with the party's clock as they
-/// go, chunks as PCM frames timestamped on the party's timeline, sealed when the connection is.
+/// go, chunks as PCM frames timestamped on the party's timeline, through the party's gain for this
+/// listener (applied here, at its positions, as a native listener applies it), sealed when the
+/// connection is. The player itself stays at volume 100.
 struct SendspinWriter: Sendable {
     let outbound: WebSocketOutboundWriter
     let channel: LockedValueBox<SendspinSecureChannel>?
 
     /// Writes until the queue ends; true when it ended with the broadcast.
     func drain(_ stream: AsyncStream<SendspinOutlet.Item>, format: @Sendable () -> SendspinAudioFormat?) async throws -> Bool {
+        var curve = GainCurve()
         for await item in stream {
             switch item {
             case .message(let message):
                 try await send(text: message.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
             case .chunks(let chunks):
-                try await send(chunks, format: format())
+                try await send(chunks, format: format(), curve: &curve)
             case .clear(let kept):
                 try await send(text: SendspinServerMessage.streamClear.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
-                try await send(kept, format: format())
+                try await send(kept, format: format(), curve: &curve)
+            case .gain(let value, let position, let rampFrames):
+                curve.set(value, atFrame: Int(clamping: position), rampFrames: rampFrames)
             case .end:
                 try await send(text: SendspinServerMessage.streamEnd.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
                 return true
@@ -61,13 +69,17 @@ struct SendspinWriter: Sendable {
         return false
     }
 
-    private func send(_ chunks: [PCMChunk], format: SendspinAudioFormat?) async throws {
+    private func send(_ chunks: [PCMChunk], format: SendspinAudioFormat?, curve: inout GainCurve) async throws {
         guard let format else { return }  // not (yet) a player
         let header: SendspinFrame.AudioHeader = channel == nil ? .spec : .withSendAhead
         for chunk in chunks where !chunk.samples.isEmpty {
+            let start = Int(clamping: chunk.position)
+            var samples = chunk.samples
+            for index in samples.indices { samples[index] *= curve.value(at: start + index / format.channels) }
+            curve.forget(before: start)
             let timestamp = Int64(clamping: chunk.presentationNanoseconds / 1000)
             try await send(binary: SendspinFrame.audio(timestamp: timestamp, sendAhead: timestamp - SendspinConnection.nowMicroseconds(),
-                                                       payload: SendspinPCM.encode(chunk.samples, bitDepth: format.bitDepth), header: header))
+                                                       payload: SendspinPCM.encode(samples, bitDepth: format.bitDepth), header: header))
         }
     }
 

@@ -101,6 +101,28 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(heard.map(\.snr).sorted()[heard.count / 2], 15, "the player plays the song itself, at the party's volume")
         XCTAssertEqual(heard.map(\.gain).sorted()[heard.count / 2], 1, accuracy: 0.1, "the party set the player's volume to 100")
     }
+
+    /// Sendspin players cannot prove a party key: at a private party the Sendspin port stays closed
+    /// unless `--sendspin` opens it, saying so; `--no-sendspin` closes it anywhere.
+    func testSendspinIsOffAtAPrivatePartyUnlessAskedForAndOffWhenTurnedOff() throws {
+        let song = try fixture("pcm16.wav")
+        for (extra, serves, line) in [(["--key", "correct horse battery staple"], false, "Sendspin is off at a private party"),
+                                      (["--key", "correct horse battery staple", "--sendspin"], true, "Sendspin players join WITHOUT the party key"),
+                                      (["--no-sendspin"], false, "remote control:")] {
+            let sendspinPort = freePort()
+            let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                            "--sendspin-port", "\(sendspinPort)", song] + extra)
+            defer { broadcaster.signal(SIGTERM) }
+            XCTAssertTrue(broadcaster.waitForStderr(line, timeout: 30), broadcaster.stderr)
+            XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
+            // Bound before that line is written, or never.
+            let connection = connectToLoopback(port: sendspinPort)
+            XCTAssertEqual(connection != nil, serves, "\(extra): \(broadcaster.stderr)")
+            if let connection { close(connection) }
+            broadcaster.signal(SIGTERM)
+            XCTAssertEqual(broadcaster.wait(timeout: 30).status, 0)
+        }
+    }
 }
 
 /// Each `windowFrames` stretch of `reference`, found in `recording`: where it correlates best, and

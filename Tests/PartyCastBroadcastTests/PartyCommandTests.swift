@@ -241,12 +241,14 @@ final class RecordingOutlet: PCMOutlet {
     let chunks = LockedValueBox<[UInt64: [Float]]>([:])
     let withdrawals = Atomic<Int>(0)
     let finished = Atomic<Bool>(false)
+    let gains = LockedValueBox<[[Double]]>([])
 
     func deliver(_ delivered: [PCMChunk]) { chunks.withLockedValue { for chunk in delivered { $0[chunk.position] = chunk.samples } } }
     func withdraw(keeping kept: [PCMChunk]) {
         withdrawals.add(1, ordering: .relaxed)
         chunks.withLockedValue { $0 = Dictionary(uniqueKeysWithValues: kept.map { ($0.position, $0.samples) }) }
     }
+    func gain(_ value: Float, at position: UInt64, rampFrames: Int) { gains.withLockedValue { $0.append([Double(value), Double(position), Double(rampFrames)]) } }
     func finish() { finished.store(true, ordering: .relaxed) }
 }
 
@@ -257,6 +259,8 @@ extension PartyCommandTests {
         XCTAssertEqual(party.fanout.peers.map(\.listenerID), ["L1", "S1"])
         XCTAssertNil(party.fanout.audioFormat, "no format before the first song opens")
         try startAndPlay()
+        XCTAssertEqual(outlet.gains.withLockedValue { $0 }, [[1, 0, 0]], "greeted with its gain")
+        outlet.gains.withLockedValue { $0 = [] }
         XCTAssertEqual(party.fanout.audioFormat, AudioFormat(sampleRate: Self.rate, channels: 1))
         let cut = expectedCut()
         XCTAssertNil(try command(.pause))
@@ -266,6 +270,16 @@ extension PartyCommandTests {
         XCTAssertNil(try command(.resume))
         clock.advance(milliseconds: 500)
         try pump()
+        XCTAssertNil(try command(.listenerVolume(listener: "S1", percent: 50)))
+        XCTAssertNil(try command(.partyVolume(percent: 80)))
+        let listenerGains = listener.gains.map { [Double($0.gain), Double($0.atPosition), Double($0.rampFrames)] }
+        let outletGains = outlet.gains.withLockedValue { $0 }
+        XCTAssertEqual(outletGains.count, 4)
+        XCTAssertEqual(Array(outletGains.prefix(2)), Array(listenerGains.prefix(2)), "the fades around the pause, as the listener got them")
+        for (got, expected) in zip(outletGains.dropFirst(2).map { $0[0] }, [0.125, 0.125 * 0.512]) {
+            XCTAssertEqual(got, expected, accuracy: 1e-6, "its own volume (50 %), then the party's (80 %)")
+        }
+        XCTAssertEqual(listenerGains.last?[0] ?? 0, 0.512, accuracy: 1e-6, "the other listener hears only the party's")
         let held = outlet.chunks.withLockedValue { $0 }
         XCTAssertTrue(held.keys.contains { $0 > cut + Self.chunk }, "it got the audio after the resume")
         for (position, samples) in held {
