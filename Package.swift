@@ -126,9 +126,9 @@ let package = Package(
         // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
         // join the party as listeners.
         .target(name: "PartyCastSendspinServer", dependencies: [
-            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCore", "PartyCastOutput",
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastOutput",
             .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),

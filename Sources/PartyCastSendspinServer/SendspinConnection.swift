@@ -6,7 +6,6 @@ import PartyCastBroadcast
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastSendspin
-import Synchronization
 
 /// One Sendspin client of the party, from its first frame to its last: the opening (plain or
 /// encrypted), the session's verdicts carried out, and, for a player, the party's audio in its

@@ -1,25 +1,29 @@
 import Crypto
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
 import NIOWebSocket
 import PartyCastBroadcast
+import PartyCastControl
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastSendspin
 import ServiceLifecycle
-import Synchronization
 
 /// The party's Sendspin server role: a WebSocket at /sendspin where Sendspin players (Music
 /// Assistant's speakers, `sendspin daemon`) join the party as listeners, on an event loop of its own.
 public final class SendspinServer: Sendable {
     public static let path = "/sendspin"
-    /// Connections at once; more are closed as they come (each holds a few seconds of audio).
+    /// Connections at once, and from one address; more are closed as they come (each holds a few
+    /// seconds of audio).
     static let maxConnections = 64
+    static let maxConnectionsPerAddress = 16
     /// WebSocket close code 1013 ("Try Again Later", IANA's registry), which NIO does not name.
     static let tryAgainLater = WebSocketErrorCode.unknown(1013)
+    static let idleTimeout = TimeAmount.seconds(10)
 
     public let port: Int
     /// Its Sendspin server id (its Noise key).
@@ -33,27 +37,28 @@ public final class SendspinServer: Sendable {
     public init(party: Party, fanout: Fanout, name: String, host: String, port: Int, logger: Logger) throws(PartyCastError) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let key = Curve25519.KeyAgreement.PrivateKey()
-        let connections = Atomic<Int>(0)
+        let guarded = ControlConnections(refusals: fanout.refusals, label: "Sendspin", perAddress: Self.maxConnectionsPerAddress, total: Self.maxConnections,
+                                         overCap: .connectionsTotal, silent: .silentPeer)
         let context = SendspinConnection.Shared(party: party, fanout: fanout, serverKey: key, serverName: name, logger: logger)
         let router = Router(context: SendspinRequestContext.self)
         router.ws(RouterPath(stringLiteral: String(Self.path.dropFirst()))) { inbound, outbound, request in
             let address = request.requestContext.remoteAddress?.ipAddress ?? "?"
-            guard connections.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                connections.subtract(1, ordering: .relaxed)
-                fanout.refusals.refuse(.connectionsTotal, "refused a Sendspin connection from \(address): \(Self.maxConnections) are open")
-                try await outbound.close(SendspinServer.tryAgainLater, reason: "too many Sendspin connections")
-                return
-            }
-            defer { connections.subtract(1, ordering: .relaxed) }
             try await SendspinConnection(shared: context, address: address).run(inbound: inbound, outbound: outbound)
         }
+        let webSocketResponder = router.buildResponder()
         var serverLogger = logger
         if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
         let bound = group.next().makePromise(of: Int.self)
         let stopped = group.next().makePromise(of: Void.self)
         let app = Application(
             router: Router(),
-            server: .http1WebSocketUpgrade(webSocketRouter: router),
+            // The remote control's guard: connections capped per address and in all, and closed when
+            // silent (no upgrade request) for 10 s.
+            server: HTTPServerBuilder { responder in
+                GuardedChildChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                        configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
+                                    connections: guarded)
+            },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
             eventLoopGroupProvider: .shared(group),

@@ -123,6 +123,28 @@ final class SendspinPlayerTests: XCTestCase {
             XCTAssertEqual(broadcaster.wait(timeout: 30).status, 0)
         }
     }
+
+    /// The Sendspin port holds no more than 16 connections from one address, and none that stays
+    /// silent (no WebSocket upgrade asked for) beyond 10 s: what a crowd of idle sockets would
+    /// otherwise hold of the broadcaster's descriptors.
+    func testSilentAndSurplusSendspinConnectionsAreClosed() throws {
+        let sendspinPort = freePort()
+        let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                        "--sendspin-port", "\(sendspinPort)", "--loop", try fixture("pcm16.wav")])
+        defer { broadcaster.signal(SIGTERM); _ = broadcaster.wait(timeout: 30) }
+        XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
+        let sockets = (0..<20).compactMap { _ in connectToLoopback(port: sendspinPort) }
+        defer { sockets.forEach { close($0) } }
+        XCTAssertEqual(sockets.count, 20)
+        func closedByPeer(_ fd: Int32) -> Bool {
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_DONTWAIT)) == 0
+        }
+        XCTAssertTrue(waitUntil(timeout: 10) { sockets.filter(closedByPeer).count >= 4 }, "the connections over the per-address cap")
+        XCTAssertTrue(waitUntil(timeout: 30) { sockets.allSatisfy(closedByPeer) }, "the silent ones, after 10 s")
+        XCTAssertTrue(broadcaster.stderr.contains("Sendspin: refused a connection from 127.0.0.1: over 16 connections from one address"), broadcaster.stderr)
+        XCTAssertTrue(broadcaster.stderr.contains("Sendspin: closed a connection from 127.0.0.1: no request within 10 s"), broadcaster.stderr)
+    }
 }
 
 /// Each `windowFrames` stretch of `reference`, found in `recording`: where it correlates best, and
