@@ -146,7 +146,7 @@ public enum SendspinServerMessage: Equatable, Sendable {
 
     private func envelope<P: Encodable>(_ payload: P) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.keyEncodingStrategy = .convertToSnakeCase
         do {
             return Array(try encoder.encode(Envelope(type: type, payload: payload)))

@@ -145,6 +145,47 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertTrue(broadcaster.stderr.contains("Sendspin: refused a connection from 127.0.0.1: over 16 connections from one address"), broadcaster.stderr)
         XCTAssertTrue(broadcaster.stderr.contains("Sendspin: closed a connection from 127.0.0.1: no request within 10 s"), broadcaster.stderr)
     }
+
+    /// A player of the spec's plain dialect (no Noise: client/hello first, in the clear), over a
+    /// real WebSocket, read with aiosendspin's models: the spec's server/hello, the stream in the
+    /// format it asked for, 9-byte audio headers 20 ms apart on the party's clock, its clock answered.
+    func testAPlainDialectPlayerGetsTheSpecsMessagesAndFrames() throws {
+        let python = testDriver("python")
+        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
+            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
+        }
+        let sendspinPort = freePort()
+        let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                        "--sendspin-port", "\(sendspinPort)", try fixture("pcm16.wav")])
+        defer { broadcaster.signal(SIGTERM); _ = broadcaster.wait(timeout: 30) }
+        XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/plain_player.py").path
+        let before = monotonicNow() / 1000
+        let result = try runProcess(python, [script, "ws://127.0.0.1:\(sendspinPort)/sendspin"], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let seen = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], result.stdout)
+        let hello = try XCTUnwrap(seen["hello"] as? [String: Any])
+        XCTAssertEqual(hello["active_roles"] as? [String], ["player@v1"])
+        XCTAssertEqual(hello["version"] as? Int, 1)
+        let format = try XCTUnwrap(seen["format"] as? [String: Any])
+        XCTAssertEqual(format["codec"] as? String, "pcm")
+        XCTAssertEqual(format["sample_rate"] as? Int, 48000)
+        XCTAssertEqual(format["bit_depth"] as? Int, 16)
+        XCTAssertEqual((seen["text"] as? [String])?.prefix(3), ["stream/start", "group/update", "server/command"])
+        let time = try XCTUnwrap(seen["time"] as? [String: Any])
+        XCTAssertEqual(time["client_transmitted"] as? Int, 5)
+        let received = try XCTUnwrap(time["server_received"] as? Int), transmitted = try XCTUnwrap(time["server_transmitted"] as? Int)
+        XCTAssertLessThanOrEqual(received, transmitted)
+        XCTAssertGreaterThanOrEqual(Int64(received), before, "the broadcaster's monotonic clock in µs, the test's too")
+        let frames = try XCTUnwrap(seen["frames"] as? [[String: Int]])
+        // The clock's answer queues behind the second of audio the join sends at once.
+        XCTAssertGreaterThanOrEqual(frames.count, 10)
+        XCTAssertEqual(Set(frames.map { $0["type"] }), [4])
+        XCTAssertEqual(Set(frames.map { $0["bytes"] }), [9 + 960 * 4], "the spec's 9-byte header, then 20 ms of 16-bit stereo")
+        let timestamps = frames.compactMap { $0["timestamp"] }
+        XCTAssertEqual(Set(zip(timestamps, timestamps.dropFirst()).map { $1 - $0 }), [20_000])
+        XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
+    }
 }
 
 /// Each `windowFrames` stretch of `reference`, found in `recording`: where it correlates best, and
