@@ -77,7 +77,7 @@ struct SendspinConnection {
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)
-        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) })
+        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers)
         let player = Player()
         defer {
             continuation.finish()
@@ -132,7 +132,7 @@ struct SendspinConnection {
                           player: Player, outbound: WebSocketOutboundWriter) async throws -> Bool {
         switch action {
         case .send(let message):
-            outlet.push(.message(message))
+            if case .time = message { outlet.answerClock(message) } else { outlet.push(.message(message)) }
         case .joined(let peer):
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")

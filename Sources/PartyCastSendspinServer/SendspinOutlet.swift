@@ -15,8 +15,16 @@ final class SendspinOutlet: PCMOutlet {
         /// Drop what is buffered, then play these.
         case clear([PCMChunk])
         case gain(Float, at: UInt64, rampFrames: Int)
+        /// `clockAnswers` has some: they go before the next chunk.
+        case clockAnswers
         case end
     }
+
+    /// Clock answers waiting, at most `maxClockAnswers`: they go before audio not yet written (a
+    /// player that reads slowly has a queue of it), since a player's clock filter trusts a fast
+    /// answer more than a slow one. What the socket already holds they cannot pass.
+    static let maxClockAnswers = 8
+    let clockAnswers = LockedValueBox<[SendspinServerMessage]>([])
 
     /// Items queued at most: the fanout's batches (~100 ms each) and messages, a few seconds' worth.
     static let maxQueued = 256
@@ -33,6 +41,17 @@ final class SendspinOutlet: PCMOutlet {
         }
     }
 
+    /// Queues a server/time ahead of the audio; one over the cap is not answered (the player asks
+    /// again), so a player that asks faster than it reads holds no more.
+    func answerClock(_ answer: SendspinServerMessage) {
+        guard clockAnswers.withLockedValue({ answers in
+            guard answers.count < Self.maxClockAnswers else { return false }
+            answers.append(answer)
+            return true
+        }) else { return }
+        push(.clockAnswers)
+    }
+
     func deliver(_ chunks: [PCMChunk]) { push(.chunks(chunks)) }
     func withdraw(keeping kept: [PCMChunk]) { push(.clear(kept)) }
     func gain(_ value: Float, at position: UInt64, rampFrames: Int) { push(.gain(value, at: position, rampFrames: rampFrames)) }
@@ -46,6 +65,7 @@ final class SendspinOutlet: PCMOutlet {
 struct SendspinWriter: Sendable {
     let outbound: WebSocketOutboundWriter
     let channel: LockedValueBox<SendspinSecureChannel>?
+    let clockAnswers: LockedValueBox<[SendspinServerMessage]>
 
     /// Writes until the queue ends; true when it ended with the broadcast.
     func drain(_ stream: AsyncStream<SendspinOutlet.Item>, format: @Sendable () -> SendspinAudioFormat?) async throws -> Bool {
@@ -61,6 +81,8 @@ struct SendspinWriter: Sendable {
                 try await send(kept, format: format(), curve: &curve)
             case .gain(let value, let position, let rampFrames):
                 curve.set(value, atFrame: Int(clamping: position), rampFrames: rampFrames)
+            case .clockAnswers:
+                try await sendClockAnswers()
             case .end:
                 try await send(text: SendspinServerMessage.streamEnd.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
                 return true
@@ -73,6 +95,7 @@ struct SendspinWriter: Sendable {
         guard let format else { return }  // not (yet) a player
         let header: SendspinFrame.AudioHeader = channel == nil ? .spec : .withSendAhead
         for chunk in chunks where !chunk.samples.isEmpty {
+            try await sendClockAnswers()
             let start = Int(clamping: chunk.position)
             var samples = chunk.samples
             for index in samples.indices { samples[index] *= curve.value(at: start + index / format.channels) }
@@ -80,6 +103,12 @@ struct SendspinWriter: Sendable {
             let timestamp = Int64(clamping: chunk.presentationNanoseconds / 1000)
             try await send(binary: SendspinFrame.audio(timestamp: timestamp, sendAhead: timestamp - SendspinConnection.nowMicroseconds(),
                                                        payload: SendspinPCM.encode(samples, bitDepth: format.bitDepth), header: header))
+        }
+    }
+
+    private func sendClockAnswers() async throws {
+        for answer in clockAnswers.withLockedValue({ answers in defer { answers = [] }; return answers }) {
+            try await send(text: answer.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
         }
     }
 

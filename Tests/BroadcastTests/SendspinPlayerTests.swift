@@ -178,7 +178,7 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertLessThanOrEqual(received, transmitted)
         XCTAssertGreaterThanOrEqual(Int64(received), before, "the broadcaster's monotonic clock in µs, the test's too")
         let frames = try XCTUnwrap(seen["frames"] as? [[String: Int]])
-        // The clock's answer queues behind the second of audio the join sends at once.
+        // The join hands the socket a second of audio at once; the clock's answer comes after it.
         XCTAssertGreaterThanOrEqual(frames.count, 10)
         XCTAssertEqual(Set(frames.map { $0["type"] }), [4])
         XCTAssertEqual(Set(frames.map { $0["bytes"] }), [9 + 960 * 4], "the spec's 9-byte header, then 20 ms of 16-bit stereo")
