@@ -168,7 +168,8 @@ extension Party {
         guard (-2000...2000).contains(milliseconds) else { throw PartyCommandError(.invalid, "the latency offset takes −2000…2000 ms") }
         let id = try listenerID(name)
         state.gains.settings[id, default: GainPolicy.ListenerSettings()].latencyOffsetMilliseconds = milliseconds
-        if let settings = frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)) { fanout.send(settings, toListener: id) }
+        fanout.sendLatencyOffset(frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)), milliseconds: milliseconds, toListener: id)
+        updateGreeting()  // so that it is told again when it reconnects
     }
 
     // MARK: What the handlers share

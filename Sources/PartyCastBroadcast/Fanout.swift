@@ -148,11 +148,15 @@ public final class Fanout: Sendable {
         }
     }
 
-    /// Sends a message to one listener (all its connections), after the chunks queued for it.
-    public func send(_ bytes: ByteBuffer, toListener listenerID: String) {
+    /// A latency offset the remote set for one listener: the framed settings to its connections, the
+    /// value to its outlets.
+    func sendLatencyOffset(_ message: ByteBuffer?, milliseconds: Int, toListener listenerID: String) {
         state.withLockedValue { s in
             flushBatch(&s)
-            for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(bytes, promise: nil) }
+            if let message {
+                for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(message, promise: nil) }
+            }
+            for (info, outlet) in s.outlets.values where info.listenerID == listenerID { outlet.latencyOffset(milliseconds: milliseconds) }
         }
     }
 
@@ -270,6 +274,7 @@ public final class Fanout: Sendable {
             s.everJoined += 1
             let now = monotonicNanoseconds()
             outlet.gain(s.gains[listenerID] ?? s.defaultGain, at: 0, rampFrames: 0)
+            if let offset = s.latencyOffsets[listenerID] { outlet.latencyOffset(milliseconds: offset) }
             outlet.deliver(s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm))
             s.outlets[id] = (PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), outlet)
             return id
@@ -351,6 +356,8 @@ public protocol PCMOutlet: AnyObject, Sendable {
     /// party's Gain for this listener (volume, mute, the fades around a cut), as a native listener
     /// gets it.
     func gain(_ value: Float, at position: UInt64, rampFrames: Int)
+    /// The remote's latency offset for this listener (−2000…2000 ms: played that much earlier).
+    func latencyOffset(milliseconds: Int)
     /// The broadcast is over.
     func finish()
 }

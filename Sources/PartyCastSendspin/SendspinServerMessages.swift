@@ -81,6 +81,9 @@ public struct SendspinControllerState: Encodable, Equatable, Sendable {
 public enum SendspinPlayerCommand: Equatable, Sendable {
     case volume(Int)
     case mute(Bool)
+    /// aiosendspin's `set_output_delay` (0–5000 ms the player plays early, for its speaker's own
+    /// delay); not in the spec's README yet.
+    case outputDelay(milliseconds: Int)
 }
 
 /// What the server sends; `encoded(transmittedAt:)` stamps the send time where a message carries one.
@@ -138,9 +141,11 @@ public enum SendspinServerMessage: Equatable, Sendable {
         case let .controller(controller):
             return envelope(["controller": controller])
         case let .command(.volume(volume)):
-            return envelope(["player": PlayerCommand(command: "volume", volume: volume, mute: nil)])
+            return envelope(["player": PlayerCommand(command: "volume", volume: volume, mute: nil, outputDelayMs: nil)])
         case let .command(.mute(mute)):
-            return envelope(["player": PlayerCommand(command: "mute", volume: nil, mute: mute)])
+            return envelope(["player": PlayerCommand(command: "mute", volume: nil, mute: mute, outputDelayMs: nil)])
+        case let .command(.outputDelay(milliseconds)):
+            return envelope(["player": PlayerCommand(command: "set_output_delay", volume: nil, mute: nil, outputDelayMs: milliseconds)])
         }
     }
 
@@ -206,4 +211,5 @@ private struct PlayerCommand: Encodable {
     let command: String
     let volume: Int?
     let mute: Bool?
+    let outputDelayMs: Int?
 }

@@ -72,6 +72,8 @@ public struct SendspinServerSession: Sendable {
     public private(set) var badMessages = 0
     /// Well-formed messages of types this server does not act on (a newer client's, say).
     public private(set) var skippedMessages = 0
+    /// The server/command player commands the player said it accepts (its latest client/state).
+    public private(set) var playerCommands: Set<String> = []
 
     public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
                 limits: Limits = Limits()) {
@@ -183,6 +185,7 @@ public struct SendspinServerSession: Sendable {
             guard player.volume.map({ (0...100).contains($0) }) ?? true, player.outputDelayMs.map({ (0...5000).contains($0) }) ?? true else {
                 return bad("a player state out of range")
             }
+            if let commands = player.supportedCommands { playerCommands = Set(commands.prefix(16).map { String(untrustedType: $0) }) }
             actions.append(.playerState(volume: player.volume, muted: player.muted, outputDelayMs: player.outputDelayMs))
         }
         return actions

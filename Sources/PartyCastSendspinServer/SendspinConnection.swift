@@ -149,6 +149,7 @@ struct SendspinConnection {
             player.fanoutID.withLockedValue { $0 = id }
             shared.logger.info("Sendspin player \(peer.name)@\(address) joined (\(format.codec.rawValue) \(format.sampleRate) Hz, \(format.bitDepth) bit)")
         case .playerState(let volume, let muted, let delay):
+            outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")

@@ -55,6 +55,34 @@ final class SendspinOutlet: PCMOutlet {
     func deliver(_ chunks: [PCMChunk]) { push(.chunks(chunks)) }
     func withdraw(keeping kept: [PCMChunk]) { push(.clear(kept)) }
     func gain(_ value: Float, at position: UInt64, rampFrames: Int) { push(.gain(value, at: position, rampFrames: rampFrames)) }
+
+    /// What the player said it accepts of server/command (its latest client/state), and the latency
+    /// offset the remote set for it (told once the player accepts it: its first client/state comes
+    /// after the join, which hands the outlet the offset).
+    private let player = LockedValueBox<(commands: Set<String>, latencyOffset: Int?)>(([], nil))
+    static let outputDelayCommand = "set_output_delay"
+
+    /// As the player's output delay, which plays early only: a negative offset (play later) is 0 to
+    /// it. A player that does not accept the command keeps its own.
+    func latencyOffset(milliseconds: Int) {
+        let accepted = player.withLockedValue { player in
+            player.latencyOffset = milliseconds
+            return player.commands.contains(Self.outputDelayCommand)
+        }
+        if accepted { sendOutputDelay(milliseconds) }
+    }
+
+    func accept(commands: Set<String>) {
+        let pending = player.withLockedValue { player -> Int? in
+            defer { player.commands = commands }
+            return player.commands.contains(Self.outputDelayCommand) || !commands.contains(Self.outputDelayCommand) ? nil : player.latencyOffset
+        }
+        if let pending { sendOutputDelay(pending) }
+    }
+
+    private func sendOutputDelay(_ milliseconds: Int) {
+        push(.message(.command(.outputDelay(milliseconds: min(max(milliseconds, 0), 5000)))))
+    }
     func finish() { push(.end) }
 }
 

@@ -242,6 +242,7 @@ final class RecordingOutlet: PCMOutlet {
     let withdrawals = Atomic<Int>(0)
     let finished = Atomic<Bool>(false)
     let gains = LockedValueBox<[[Double]]>([])
+    let latencyOffsets = LockedValueBox<[Int]>([])
 
     func deliver(_ delivered: [PCMChunk]) { chunks.withLockedValue { for chunk in delivered { $0[chunk.position] = chunk.samples } } }
     func withdraw(keeping kept: [PCMChunk]) {
@@ -249,6 +250,7 @@ final class RecordingOutlet: PCMOutlet {
         chunks.withLockedValue { $0 = Dictionary(uniqueKeysWithValues: kept.map { ($0.position, $0.samples) }) }
     }
     func gain(_ value: Float, at position: UInt64, rampFrames: Int) { gains.withLockedValue { $0.append([Double(value), Double(position), Double(rampFrames)]) } }
+    func latencyOffset(milliseconds: Int) { latencyOffsets.withLockedValue { $0.append(milliseconds) } }
     func finish() { finished.store(true, ordering: .relaxed) }
 }
 
@@ -280,6 +282,12 @@ extension PartyCommandTests {
             XCTAssertEqual(got, expected, accuracy: 1e-6, "its own volume (50 %), then the party's (80 %)")
         }
         XCTAssertEqual(listenerGains.last?[0] ?? 0, 0.512, accuracy: 1e-6, "the other listener hears only the party's")
+        XCTAssertNil(try command(.latencyOffset(listener: "S1", milliseconds: 120)))
+        XCTAssertEqual(outlet.latencyOffsets.withLockedValue { $0 }, [120])
+        let late = RecordingOutlet()
+        let lateID = try XCTUnwrap(party.fanout.join(outlet: late, listenerID: "S1", name: "speaker again", host: "sendspin", address: "127.0.0.1"))
+        XCTAssertEqual(late.latencyOffsets.withLockedValue { $0 }, [120], "a rejoining speaker is told its offset")
+        party.fanout.leave(lateID)
         let held = outlet.chunks.withLockedValue { $0 }
         XCTAssertTrue(held.keys.contains { $0 > cut + Self.chunk }, "it got the audio after the resume")
         for (position, samples) in held {

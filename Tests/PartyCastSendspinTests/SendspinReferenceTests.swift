@@ -53,6 +53,7 @@ final class SendspinReferenceTests: XCTestCase {
             (.controller(SendspinControllerState(supportedCommands: SendspinServerSession.controllerCommands, volume: 80, muted: false)), "ServerStateMessage"),
             (.command(.volume(42)), "ServerCommandMessage"),
             (.command(.mute(true)), "ServerCommandMessage"),
+            (.command(.outputDelay(milliseconds: 120)), "ServerCommandMessage"),
         ]
         let file = try temporaryDirectory() + "/ours.jsonl"
         let text = ours.map { String(decoding: $0.0.encoded(transmittedAt: 777), as: UTF8.self) }.joined(separator: "\n") + "\n"
@@ -83,5 +84,7 @@ final class SendspinReferenceTests: XCTestCase {
         XCTAssertEqual((payload(9)["controller"] as? [String: Any])?["volume"] as? Int, 80)
         XCTAssertEqual((payload(10)["player"] as? [String: Any])?["volume"] as? Int, 42)
         XCTAssertEqual((payload(11)["player"] as? [String: Any])?["mute"] as? Bool, true)
+        XCTAssertEqual((payload(12)["player"] as? [String: Any])?["command"] as? String, "set_output_delay")
+        XCTAssertEqual((payload(12)["player"] as? [String: Any])?["output_delay_ms"] as? Int, 120)
     }
 }

@@ -99,7 +99,12 @@ final class SendspinSessionTests: XCTestCase {
         var session = joined()
         XCTAssertEqual(session.receiveText(Array(#"{"type":"client/state","payload":{"state":"synchronized","player":{"volume":40,"muted":false,"static_delay_ms":120}}}"#.utf8), receivedAt: 0),
                        [.available(true), .playerState(volume: 40, muted: false, outputDelayMs: 120)])
+        XCTAssertEqual(session.playerCommands, [], "a state that names none")
+        XCTAssertEqual(session.receiveText(Array(#"{"type":"client/state","payload":{"player":{"supported_commands":["volume","set_output_delay"]}}}"#.utf8), receivedAt: 0),
+                       [.playerState(volume: nil, muted: nil, outputDelayMs: nil)])
+        XCTAssertEqual(session.playerCommands, ["volume", "set_output_delay"])
         XCTAssertEqual(session.receiveText(Array(#"{"type":"client/state","payload":{"available":false}}"#.utf8), receivedAt: 0), [.available(false)])
+        XCTAssertEqual(session.playerCommands, ["volume", "set_output_delay"], "an update without the list keeps it")
         XCTAssertEqual(session.receiveText(Array(#"{"type":"client/state","payload":{"player":{"volume":101}}}"#.utf8), receivedAt: 0), [])
         XCTAssertEqual(session.badMessages, 1)
     }
