@@ -93,6 +93,7 @@ struct SendspinConnection {
                     try await outbound.close(.normalClosure, reason: "the broadcast is over")
                 }
             }
+            tasks.addTask { await followParty(player, outlet: outlet) }
             var actions = session.opening()
             if let firstMessage { actions += session.receiveText(firstMessage, receivedAt: Self.nowMicroseconds()) }
             while true {
@@ -134,6 +135,11 @@ struct SendspinConnection {
         case .send(let message):
             if case .time = message { outlet.answerClock(message) } else { outlet.push(.message(message)) }
         case .joined(let peer):
+            player.roles.withLockedValue { $0 = peer.activeRoles }
+            // What the party is now; `followParty` tells what changes from here.
+            let state = SendspinPartyState(shared.party.snapshot)
+            if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
+            if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -186,5 +192,22 @@ struct SendspinConnection {
     final class Player: Sendable {
         let format = LockedValueBox<SendspinAudioFormat?>(nil)
         let fanoutID = LockedValueBox<Int?>(nil)
+        /// Its active roles, once it joined.
+        let roles = LockedValueBox<[String]>([])
+    }
+
+    /// Tells a client with the metadata or controller role what changes of the party, until the
+    /// connection ends (the task is cancelled).
+    private func followParty(_ player: Player, outlet: SendspinOutlet) async {
+        var told: SendspinPartyState?
+        for await snapshot in shared.party.snapshots() {
+            let roles = player.roles.withLockedValue { $0 }
+            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1")
+            guard metadata || controller else { continue }
+            let state = SendspinPartyState(snapshot)
+            if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
+            if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
+            told = state
+        }
     }
 }

@@ -148,7 +148,8 @@ final class SendspinPlayerTests: XCTestCase {
 
     /// A player of the spec's plain dialect (no Noise: client/hello first, in the clear), over a
     /// real WebSocket, read with aiosendspin's models: the spec's server/hello, the stream in the
-    /// format it asked for, 9-byte audio headers 20 ms apart on the party's clock, its clock answered.
+    /// format it asked for, 9-byte audio headers 20 ms apart on the party's clock, its clock answered,
+    /// and as metadata and controller client the song's tags and the party's controls.
     func testAPlainDialectPlayerGetsTheSpecsMessagesAndFrames() throws {
         let python = testDriver("python")
         guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
@@ -156,7 +157,7 @@ final class SendspinPlayerTests: XCTestCase {
         }
         let sendspinPort = freePort()
         let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
-                                                                        "--sendspin-port", "\(sendspinPort)", try fixture("pcm16.wav")])
+                                                                        "--sendspin-port", "\(sendspinPort)", try fixture("tagged.wav")])
         defer { broadcaster.signal(SIGTERM); _ = broadcaster.wait(timeout: 30) }
         XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/plain_player.py").path
@@ -165,13 +166,22 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         let seen = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], result.stdout)
         let hello = try XCTUnwrap(seen["hello"] as? [String: Any])
-        XCTAssertEqual(hello["active_roles"] as? [String], ["player@v1"])
+        XCTAssertEqual(hello["active_roles"] as? [String], ["player@v1", "metadata@v1", "controller@v1"])
+        // make-fixtures.sh's tags in tagged.wav's LIST/INFO chunk.
+        let metadata = try XCTUnwrap(seen["metadata"] as? [String: Any])
+        XCTAssertEqual(metadata["title"] as? String, "Fixture Title")
+        XCTAssertEqual(metadata["artist"] as? String, "Fixture Artist")
+        XCTAssertEqual(metadata["album"] as? String, "Fixture Album")
+        XCTAssertEqual((metadata["progress"] as? [String: Any])?["track_duration"] as? Int, 20_000)
+        let controller = try XCTUnwrap(seen["controller"] as? [String: Any])
+        XCTAssertEqual(controller["supported_commands"] as? [String], ["play", "pause", "stop", "next", "previous", "volume"])
+        XCTAssertEqual(controller["volume"] as? Int, 100)
         XCTAssertEqual(hello["version"] as? Int, 1)
         let format = try XCTUnwrap(seen["format"] as? [String: Any])
         XCTAssertEqual(format["codec"] as? String, "pcm")
         XCTAssertEqual(format["sample_rate"] as? Int, 48000)
         XCTAssertEqual(format["bit_depth"] as? Int, 16)
-        XCTAssertEqual((seen["text"] as? [String])?.prefix(3), ["stream/start", "group/update", "server/command"])
+        XCTAssertEqual((seen["text"] as? [String])?.prefix(5), ["server/state", "server/state", "stream/start", "group/update", "server/command"])
         let time = try XCTUnwrap(seen["time"] as? [String: Any])
         XCTAssertEqual(time["client_transmitted"] as? Int, 5)
         let received = try XCTUnwrap(time["server_received"] as? Int), transmitted = try XCTUnwrap(time["server_transmitted"] as? Int)
