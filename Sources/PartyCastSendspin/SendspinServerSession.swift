@@ -57,7 +57,6 @@ public struct SendspinServerSession: Sendable {
 
     /// The roles this server implements, by family, in the versions it knows.
     static let implementedRoles = ["player@v1", "metadata@v1", "controller@v1"]
-    public static let controllerCommands = ["play", "pause", "stop", "next", "previous", "volume", "mute"]
 
     public let serverID: String
     public let serverName: String

@@ -50,7 +50,7 @@ final class SendspinReferenceTests: XCTestCase {
             (.streamEnd, "StreamEndMessage"),
             (.groupUpdate(.playing, groupID: "g-1", groupName: "Party"), "GroupUpdateServerMessage"),
             (.metadata(metadata), "ServerStateMessage"),
-            (.controller(SendspinControllerState(supportedCommands: SendspinServerSession.controllerCommands, volume: 80, muted: false)), "ServerStateMessage"),
+            (.controller(SendspinControllerState(supportedCommands: ["play", "pause", "next"], volume: 80, muted: false)), "ServerStateMessage"),
             (.command(.volume(42)), "ServerCommandMessage"),
             (.command(.mute(true)), "ServerCommandMessage"),
             (.command(.outputDelay(milliseconds: 120)), "ServerCommandMessage"),
