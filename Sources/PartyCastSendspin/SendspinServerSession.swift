@@ -4,7 +4,7 @@ import PartyCastCore
 public struct SendspinPeer: Equatable, Sendable {
     public let clientID: String
     public let name: String
-    /// The versioned roles the server activated, in the client's order.
+    /// The versioned roles the server activated: player, metadata, controller, those it asked for.
     public let activeRoles: [String]
     /// The format the server will stream in; nil when the player role is not active.
     public let format: SendspinAudioFormat?
