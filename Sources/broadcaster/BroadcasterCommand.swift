@@ -163,8 +163,10 @@ struct Share: AsyncParsableCommand {
         }
         let sendspinAdvertised = sendspinPublisher
         let access = partyKey == nil ? "" : ", private: listeners need the key"
-        logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
-        logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
+        let announcement = Announcement(lines: [
+            "broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))",
+            "remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)",
+        ], logger: logger)
         let advertised = publisher
         if let publisher {
             // The listener count in the TXT record follows joins and leaves as they happen.
@@ -197,6 +199,7 @@ struct Share: AsyncParsableCommand {
         if Console.isTerminal {
             services.append(.init(service: StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout)))
         }
+        services.append(.init(service: announcement, successTerminationBehavior: .ignore))
         services.append(.init(service: PacerService(party: party, fanout: fanout, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup))
         let serviceGroup = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigint, .sigterm], logger: logger))
         try await serviceGroup.run()
