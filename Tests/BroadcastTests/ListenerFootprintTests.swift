@@ -80,9 +80,7 @@ final class ListenerFootprintTests: XCTestCase {
     /// binutils, the first 500 of the list that the release binary holds lie in the first quarter of
     /// its text (18 % when measured; spread over 86 % without the order).
     func testTheListenersFunctionsInUseAreLaidOutTogether() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         let release = "\(bin)/listener"
         let list = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/listener/link/text-order.txt")
         let order = try String(contentsOf: list, encoding: .utf8).split(separator: "\n").map(String.init)

@@ -13,9 +13,7 @@ final class PartyControlTests: XCTestCase {
     var broadcaster = "", listener = ""
 
     override func setUpWithError() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         (broadcaster, listener) = ("\(bin)/broadcaster", "\(bin)/listener")
     }
 

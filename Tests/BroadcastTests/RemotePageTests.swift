@@ -8,9 +8,7 @@ import XCTest
 /// (while paused) must change that listener's level, and only that one's, once it resumes.
 final class RemotePageTests: XCTestCase {
     func testThePageControlsAPartyOfThree() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         try ensureHeadlessBrowser()
         let directory = try temporaryDirectory()
         let (port, controlPort) = (freePort(), freePort())

@@ -12,9 +12,7 @@ final class StereoPairTests: XCTestCase {
     var broadcaster = "", listener = "", skewTool = ""
 
     override func setUpWithError() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         (broadcaster, listener, skewTool) = ("\(bin)/broadcaster", "\(bin)/listener", "\(bin)/partycast-skew")
     }
 

@@ -35,9 +35,7 @@ final class BadLinkSyncTests: XCTestCase {
     private var directory: String?
 
     override func setUpWithError() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         self.bin = bin
         for tool in ["broadcaster", "listener", "partycast-skew", "partycast-netem", "partycast-clock-sim"] where !FileManager.default.isExecutableFile(atPath: "\(bin)/\(tool)") {
             XCTFail("\(bin)/\(tool) is not built: swift build -c release --product \(tool)")

@@ -26,9 +26,7 @@ final class StationPartyOnLANTests: XCTestCase {
     private var directory: String?
 
     override func setUpWithError() throws {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         self.bin = bin
         guard getuid() == 0 else { throw XCTSkip("needs root: network namespaces") }
         try harness.up(hosts: 5, tools: ["broadcaster", "listener", "partycast-skew"].map { "\(bin)/\($0)" }, timeout: 90)

@@ -16,9 +16,7 @@ final class DebianPackageTests: XCTestCase {
 
     /// Built once for every test here (dpkg-deb compresses some 100 MB).
     static let built: Result<Packages, any Error> = Result {
-        guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
-            throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
-        }
+        let bin = try releaseBuilds()
         let directory = try temporaryDirectory()
         // gzip -1: the packages' contents are what is checked, and xz spends minutes on them.
         let result = try runProcess("\(repository)/scripts/make-deb.sh", [bin, directory], timeout: 1800, environment: ["DPKG_DEB_OPTIONS": "-Zgzip -z1"])

@@ -13,6 +13,16 @@ public func fixture(_ name: String, file: StaticString = #filePath, line: UInt =
     return path
 }
 
+/// The folder of release builds that the tests timing the audio drive (`make test` sets
+/// PARTYCAST_RELEASE_BIN): a debug build's event loop adds tens to hundreds of µs to timestamps.
+/// Without it those tests skip, saying so.
+public func releaseBuilds() throws -> String {
+    guard let bin = ProcessInfo.processInfo.environment["PARTYCAST_RELEASE_BIN"] else {
+        throw XCTSkip("needs release builds: run `make test` (or set PARTYCAST_RELEASE_BIN)")
+    }
+    return bin
+}
+
 /// The built executable, next to the test bundle.
 public func productPath(_ name: String) -> String {
     let bundle = Bundle.main.bundleURL
