@@ -124,6 +124,19 @@ let package = Package(
         ]),
         // Opus and PCM packet encoders/decoders, and the registry of wire codecs (WireCodecs).
         .target(name: "PartyCastCodec", dependencies: ["PartyCastCore", "PartyCastWire", "PartyCastDecoder", "COpus"]),
+        // Sendspin (Music Assistant's protocol), free of I/O: its messages, binary frames and the
+        // server's session as a state machine.
+        .target(name: "PartyCastSendspin", dependencies: ["PartyCastCore", "PartyCastWire", "CSodium"]),
+        // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
+        // join the party as listeners.
+        .target(name: "PartyCastSendspinServer", dependencies: [
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastOutput",
+            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+        ]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
@@ -192,7 +205,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],
@@ -230,8 +243,11 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast", "PartyCastControlSeam"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["PartyCastTestSupport", "PartyCastWire", "PartyCastBroadcast", "PartyCastControlSeam"],
+                    exclude: ["sendspin"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
+        // Sendspin's messages and session, hostile and fuzzed, and against aiosendspin's own models.
+        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
             "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),

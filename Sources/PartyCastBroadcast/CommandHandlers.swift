@@ -176,7 +176,7 @@ extension Party {
         guard (-2000...2000).contains(milliseconds) else { throw PartyCommandError(.invalid, "the latency offset takes −2000…2000 ms") }
         let id = try listenerID(name)
         state.gains.settings[id, default: GainPolicy.ListenerSettings()].latencyOffsetMilliseconds = milliseconds
-        if let settings = frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)) { fanout.send(settings, toListener: id) }
+        fanout.sendLatencyOffset(frame(Messages.listenerSettings(latencyOffsetMilliseconds: milliseconds)), milliseconds: milliseconds, toListener: id)
         // A reconnect is told it too.
         updateGreeting()
     }
@@ -186,7 +186,7 @@ extension Party {
     private func setChannel(_ assignment: ChannelAssignment, of name: String) throws(PartyCommandError) {
         let id = try listenerID(name)
         state.gains.settings[id, default: GainPolicy.ListenerSettings()].channel = assignment
-        if let settings = frame(Messages.listenerSettings(channel: assignment)) { fanout.send(settings, toListener: id) }
+        fanout.send(frame(Messages.listenerSettings(channel: assignment)), toListener: id)
         updateGreeting()
     }
 

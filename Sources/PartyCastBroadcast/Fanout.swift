@@ -39,6 +39,10 @@ public final class Fanout: Sendable {
 
     struct State {
         var peers: [Int: Peer] = [:]
+        /// Listeners of another protocol, fed the party's PCM (`PCMOutlet`).
+        var outlets: [Int: (info: PeerInfo, outlet: any PCMOutlet)] = [:]
+        /// The PCM's format; nil until the first source opened, and when packets pass through.
+        var audioFormat: AudioFormat?
         var nextID = 1
         /// What a listener joining now needs first: the stream format and the metadata.
         var preamble: [ByteBuffer] = []
@@ -59,6 +63,10 @@ public final class Fanout: Sendable {
         var position: UInt64
         var presentationNanoseconds: UInt64
         var bytes: ByteBuffer
+        /// The PCM it carries (empty when the source's packets pass through), for the outlets.
+        var samples: [Float]
+
+        var pcm: PCMChunk { PCMChunk(position: position, presentationNanoseconds: presentationNanoseconds, samples: samples) }
     }
 
     private let state = LockedValueBox(State())
@@ -77,7 +85,16 @@ public final class Fanout: Sendable {
         self.logger = logger
     }
 
-    public var peers: [PeerInfo] { state.withLockedValue { $0.peers.values.map(\.info).sorted { $0.id < $1.id } } }
+    public var peers: [PeerInfo] {
+        state.withLockedValue { s in (s.peers.values.map(\.info) + s.outlets.values.map(\.info)).sorted { $0.id < $1.id } }
+    }
+
+    /// The format of the PCM the outlets get; nil before the first source, or without PCM.
+    public var audioFormat: AudioFormat? { state.withLockedValue { $0.audioFormat } }
+
+    func setAudioFormat(_ format: AudioFormat) {
+        state.withLockedValue { $0.audioFormat = format }
+    }
     public var everJoined: Int { state.withLockedValue { $0.everJoined } }
 
     /// Sets what every new listener gets before any audio (and sends it to those already joined).
@@ -99,10 +116,10 @@ public final class Fanout: Sendable {
 
     /// Queues an audio chunk for everyone (sent at the next `flushChunks()`) and keeps it for late
     /// joiners until it has been played.
-    public func queueChunk(_ bytes: ByteBuffer, position: UInt64, presentationNanoseconds: UInt64, now: UInt64) {
+    public func queueChunk(_ bytes: ByteBuffer, position: UInt64, presentationNanoseconds: UInt64, samples: [Float] = [], now: UInt64) {
         state.withLockedValue { s in
             s.backlog.removeAll { $0.presentationNanoseconds < now }
-            let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes)
+            let chunk = Chunk(position: position, presentationNanoseconds: presentationNanoseconds, bytes: bytes, samples: samples)
             s.backlog.append(chunk)
             s.batch.append(chunk)
             countBacklog(s)
@@ -126,6 +143,9 @@ public final class Fanout: Sendable {
             s.batch.removeAll { $0.position >= position }
             flushBatch(&s)
             send(notice, chunks: 0, in: &s)
+            let now = monotonicNanoseconds()
+            let kept = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm)
+            for (_, outlet) in s.outlets.values { outlet.withdraw(keeping: kept) }
         }
     }
 
@@ -137,12 +157,33 @@ public final class Fanout: Sendable {
         }
     }
 
-    /// Sends a message to one listener (all its connections), after the chunks queued for it.
-    public func send(_ bytes: ByteBuffer, toListener listenerID: String) {
+    /// A message for one listener's connections (its channel, which an outlet has no use for),
+    /// after the chunks queued for it.
+    func send(_ message: ByteBuffer?, toListener listenerID: String) {
+        state.withLockedValue { s in write(message, toListener: listenerID, in: &s) }
+    }
+
+    /// A latency offset the remote set for one listener: the framed settings to its connections, the
+    /// value to its outlets.
+    func sendLatencyOffset(_ message: ByteBuffer?, milliseconds: Int, toListener listenerID: String) {
         state.withLockedValue { s in
-            flushBatch(&s)
-            for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(bytes, promise: nil) }
+            write(message, toListener: listenerID, in: &s)
+            for (info, outlet) in s.outlets.values where info.listenerID == listenerID { outlet.latencyOffset(milliseconds: milliseconds) }
         }
+    }
+
+    /// A Gain for one listener: the framed message to its connections, the values to its outlets.
+    func sendGain(_ message: ByteBuffer?, value: Float, at position: UInt64, rampFrames: Int, toListener listenerID: String) {
+        state.withLockedValue { s in
+            write(message, toListener: listenerID, in: &s)
+            for (info, outlet) in s.outlets.values where info.listenerID == listenerID { outlet.gain(value, at: position, rampFrames: rampFrames) }
+        }
+    }
+
+    private func write(_ message: ByteBuffer?, toListener listenerID: String, in s: inout State) {
+        flushBatch(&s)
+        guard let message else { return }
+        for peer in s.peers.values where peer.info.listenerID == listenerID { peer.channel.writeAndFlush(message, promise: nil) }
     }
 
     /// Sends the queued chunks to everyone.
@@ -164,6 +205,10 @@ public final class Fanout: Sendable {
         bytes.reserveCapacity(s.batch.reduce(0) { $0 + $1.bytes.readableBytes })
         for var chunk in s.batch { bytes.writeBuffer(&chunk.bytes) }
         send(bytes, chunks: s.batch.count, in: &s)
+        if !s.outlets.isEmpty {
+            let pcm = s.batch.map(\.pcm)
+            for (_, outlet) in s.outlets.values { outlet.deliver(pcm) }
+        }
         s.batch.removeAll(keepingCapacity: true)
     }
 
@@ -230,8 +275,33 @@ public final class Fanout: Sendable {
         return messages
     }
 
-    func leave(_ id: Int) {
-        state.withLockedValue { _ = $0.peers.removeValue(forKey: id) }
+    /// Registers a listener of another protocol (`PCMOutlet`) and hands it its gain and the
+    /// not-yet-played chunks; nil (and the outlet finished) after `finish`.
+    public func join(outlet: any PCMOutlet, listenerID: String, name: String, host: String, address: String) -> Int? {
+        defer { changed() }
+        return state.withLockedValue { s in
+            if s.farewell != nil {
+                outlet.finish()
+                return nil
+            }
+            flushBatch(&s)
+            let id = s.nextID
+            s.nextID += 1
+            s.everJoined += 1
+            let now = monotonicNanoseconds()
+            outlet.gain(s.greeting.gains[listenerID] ?? s.greeting.defaultGain, at: 0, rampFrames: 0)
+            if let offset = s.greeting.remoteSettings[listenerID]?.latencyOffsetMilliseconds { outlet.latencyOffset(milliseconds: offset) }
+            outlet.deliver(s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm))
+            s.outlets[id] = (PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), outlet)
+            return id
+        }
+    }
+
+    public func leave(_ id: Int) {
+        state.withLockedValue { s in
+            s.peers.removeValue(forKey: id)
+            s.outlets.removeValue(forKey: id)
+        }
         changed()
     }
 
@@ -254,6 +324,8 @@ public final class Fanout: Sendable {
         state.withLockedValue { s in
             flushBatch(&s)
             s.farewell = (goodbye, deadline)
+            for (_, outlet) in s.outlets.values { outlet.finish() }
+            s.outlets.removeAll()
             defer { s.peers.removeAll() }
             return s.peers.values.map { hangUp($0.channel, name: $0.info.name, after: [goodbye], deadline: deadline) }
         }
@@ -279,4 +351,30 @@ public final class Fanout: Sendable {
         }
         return channel.closeFuture
     }
+}
+
+/// A chunk of the party's audio as PCM: interleaved Float32 in `Fanout.audioFormat`, its first
+/// frame heard at `presentationNanoseconds` (the broadcaster's monotonic clock).
+public struct PCMChunk: Sendable {
+    public let position: UInt64
+    public let presentationNanoseconds: UInt64
+    public let samples: [Float]
+}
+
+/// A listener of another protocol (Sendspin), fed the party's PCM rather than its wire messages.
+/// Called under the fanout's lock: each call must only hand its argument over, never block.
+public protocol PCMOutlet: AnyObject, Sendable {
+    /// New chunks, in timeline order.
+    func deliver(_ chunks: [PCMChunk])
+    /// A command took back what was sent from some position on: drop what is buffered and play
+    /// `kept` (the not-yet-played chunks before that position), then what follows.
+    func withdraw(keeping kept: [PCMChunk])
+    /// From timeline position `position` on, ramp to amplitude `value` over `rampFrames`: the
+    /// party's Gain for this listener (volume, mute, the fades around a cut), as a native listener
+    /// gets it.
+    func gain(_ value: Float, at position: UInt64, rampFrames: Int)
+    /// The remote's latency offset for this listener (−2000…2000 ms: played that much earlier).
+    func latencyOffset(milliseconds: Int)
+    /// The broadcast is over.
+    func finish()
 }

@@ -142,7 +142,7 @@ extension Party {
         let chunk = try Messages.frame(Messages.audioChunk(sequence: state.sequence, position: position, presentationNanoseconds: pts,
                                                            frames: realFrames, skipFrames: skipFrames, streamIndex: state.streamIndex,
                                                            payload: packet))
-        fanout.queueChunk(chunk, position: position, presentationNanoseconds: pts, now: now())
+        fanout.queueChunk(chunk, position: position, presentationNanoseconds: pts, samples: samples, now: now())
         state.sequence += 1
         state.timeline.append(frames: realFrames, samples: samples)
     }
@@ -246,6 +246,7 @@ extension Party {
             let encoder = try options.codec.makeEncoder(for: sourceFormat, bitrateKbps: options.bitrateKbps)
             state.encoder = encoder
             setChunkFormat(ChunkFormat(format: encoder.format, framesPerChunk: encoder.framesPerPacket, preSkip: encoder.preSkip))
+            fanout.setAudioFormat(encoder.format)
         }
         let target = state.encoder!.format
         let source: PCMSource = sourceFormat == target

@@ -7,7 +7,7 @@ extension Party {
 
     private func sendGain(_ value: Float, at position: UInt64, ramp: Int, to id: String) {
         let start = state.gains.claimStart(position, for: id)
-        if let gain = frame(Messages.gain(value, at: start, rampFrames: ramp)) { fanout.send(gain, toListener: id) }
+        fanout.sendGain(frame(Messages.gain(value, at: start, rampFrames: ramp)), value: value, at: start, rampFrames: ramp, toListener: id)
     }
 
     /// Everyone fades to `value`, reaching it at `position`.

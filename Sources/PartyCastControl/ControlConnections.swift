@@ -5,14 +5,19 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastControlSeam
 
-/// The control port's connections: capped per address and in total, and each must have its first
-/// request answered within `headerTimeout` of connecting. Hummingbird's idle timeout starts only once
-/// a request head has been read, so without this a crowd of silent connections would hold the
-/// broadcaster's descriptors for ever (1,030 of them starved a real listener's join).
-final class ControlConnections: Sendable {
-    static let perAddress = 16
-    static let total = 128
+/// The control port's connections (and the Sendspin port's, with their own caps and names): capped
+/// per address and in total, and each must have its first request answered within `headerTimeout`
+/// of connecting. Hummingbird's idle timeout starts only once a request head has been read, so
+/// without this a crowd of silent connections would hold the broadcaster's descriptors for ever
+/// (1,030 of them starved a real listener's join).
+public final class ControlConnections: Sendable {
     static let headerTimeout = TimeAmount.seconds(10)
+    let perAddress: Int
+    let total: Int
+    /// How its refusals read: the port's name, and the kinds they are counted under.
+    let label: String
+    let overCap: Refusals.Kind
+    let silent: Refusals.Kind
 
     struct Counts {
         var byAddress: [String: Int] = [:]
@@ -22,13 +27,21 @@ final class ControlConnections: Sendable {
     let refusals: Refusals
     private let counts = NIOLockedValueBox(Counts())
 
-    init(refusals: Refusals) { self.refusals = refusals }
+    public init(refusals: Refusals, label: String = "remote control", perAddress: Int = 16, total: Int = 128,
+                overCap: Refusals.Kind = .controlConnections, silent: Refusals.Kind = .controlHeaderTimeout) {
+        self.refusals = refusals
+        self.label = label
+        self.perAddress = perAddress
+        self.total = total
+        self.overCap = overCap
+        self.silent = silent
+    }
 
     /// Nil when admitted, else the cap that refused it.
     func admit(_ address: String) -> String? {
         counts.withLockedValue { c in
-            if c.total >= Self.total { return "\(Self.total) connections in all" }
-            if c.byAddress[address, default: 0] >= Self.perAddress { return "\(Self.perAddress) connections from one address" }
+            if c.total >= total { return "\(total) connections in all" }
+            if c.byAddress[address, default: 0] >= perAddress { return "\(perAddress) connections from one address" }
             c.total += 1
             c.byAddress[address, default: 0] += 1
             return nil
@@ -59,14 +72,14 @@ final class ControlConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     func channelActive(context: ChannelHandlerContext) {
         let address = context.remoteAddress?.ipAddress ?? "?"
         if let cap = connections.admit(address) {
-            connections.refusals.refuse(.controlConnections, "remote control: refused a connection from \(address): over \(cap)")
+            connections.refusals.refuse(connections.overCap, "\(connections.label): refused a connection from \(address): over \(cap)")
             context.close(promise: nil)
             return
         }
         self.address = address
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         headerTimer = context.eventLoop.scheduleTask(in: ControlConnections.headerTimeout) { [connections] in
-            connections.refusals.refuse(.controlHeaderTimeout, "remote control: closed a connection from \(address): no request within "
+            connections.refusals.refuse(connections.silent, "\(connections.label): closed a connection from \(address): no request within "
                                         + "\(ControlConnections.headerTimeout.nanoseconds / 1_000_000_000) s")
             bound.value.close(promise: nil)
         }
@@ -89,12 +102,17 @@ final class ControlConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
 }
 
 /// Hummingbird's HTTP/WebSocket child channel with the `ControlConnectionGuard` in front of it.
-struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Inner.Value
+public struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
+    public typealias Value = Inner.Value
     let inner: Inner
     let connections: ControlConnections
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    public init(inner: Inner, connections: ControlConnections) {
+        self.inner = inner
+        self.connections = connections
+    }
+
+    public func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
             try channel.pipeline.syncOperations.addHandler(ControlConnectionGuard(connections: connections))
         } catch {
@@ -103,7 +121,7 @@ struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
         return inner.setup(channel: channel, logger: logger)
     }
 
-    func handle(value: Value, logger: Logger) async {
+    public func handle(value: Value, logger: Logger) async {
         await inner.handle(value: value, logger: logger)
     }
 }

@@ -27,6 +27,8 @@ public struct DiscoveredService: Sendable, Equatable {
 public enum PartyCastService {
     /// The DNS-SD type broadcasters publish.
     public static let type = "_partycast._tcp"
+    /// The DNS-SD type of a Sendspin server that players dial (the Sendspin spec's).
+    public static let sendspinServerType = "_sendspin-server._tcp"
 }
 
 /// Every avahi-client call PartyCast makes, each in a small function that turns a failure into a

@@ -23,7 +23,7 @@ public enum PublisherEvent: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Publishes `_partycast._tcp` (IPv4) with TXT records for as long as it lives. avahi-daemon being
+/// Publishes `_partycast._tcp` (or another `type`, e.g. Sendspin's) (IPv4) with TXT records for as long as it lives. avahi-daemon being
 /// absent, stopping or restarting is not an error: one `.daemonUnavailable` warning, then the
 /// service is published again when the daemon is back.
 ///
@@ -33,6 +33,7 @@ public final class ServicePublisher: @unchecked Sendable {
     // @unchecked: the avahi objects and vars below are touched before avahi's thread starts, on it, under its lock (`loop.locked`), or after it stops.
     private let loop: AvahiLoop
     private let port: UInt16
+    private let type: String
     private let onEvent: @Sendable (PublisherEvent) -> Void
     private let currentName: LockedValueBox<String>
     private var txt: [String: String]
@@ -44,13 +45,15 @@ public final class ServicePublisher: @unchecked Sendable {
 
     /// Throws only for arguments avahi would refuse, or when no avahi loop can be made at all;
     /// a missing daemon is reported through `onEvent` instead.
-    public init(name: String, port: Int, txt: [String: String], onEvent: @escaping @Sendable (PublisherEvent) -> Void) throws(PartyCastError) {
+    public init(name: String, type: String = PartyCastService.type, port: Int, txt: [String: String],
+                onEvent: @escaping @Sendable (PublisherEvent) -> Void) throws(PartyCastError) {
         guard (1...65535).contains(port) else { throw PartyCastError(.invalidArgument, "mDNS: \(port) is not a TCP port") }
         guard (1...63).contains(name.utf8.count) else {
             throw PartyCastError(.invalidArgument, "mDNS: a service name is 1 to 63 bytes long; \"\(name)\" is \(name.utf8.count)")
         }
         try Avahi.validate(txt: txt)
         self.port = UInt16(port)
+        self.type = type
         self.txt = txt
         self.onEvent = onEvent
         self.currentName = LockedValueBox(name)
@@ -147,7 +150,7 @@ public final class ServicePublisher: @unchecked Sendable {
             var name = publishedName
             // A service of that name on this very daemon: rename until free (bounded, in case).
             for _ in 0..<100 {
-                if try Avahi.addService(group, name: name, type: PartyCastService.type, port: port, txt: txt) { break }
+                if try Avahi.addService(group, name: name, type: type, port: port, txt: txt) { break }
                 name = rename()
             }
             try Avahi.commit(group)
@@ -193,7 +196,7 @@ public final class ServicePublisher: @unchecked Sendable {
             // Not published right now: the new records go out with the next publish.
             guard let group, !Avahi.isEmpty(group) else { return }
             report { () throws(PartyCastError) in
-                try Avahi.updateTXT(group, name: publishedName, type: PartyCastService.type, txt: txt)
+                try Avahi.updateTXT(group, name: publishedName, type: type, txt: txt)
             }
         }
     }

@@ -12,7 +12,7 @@ public struct SecretKey: Sendable, Equatable {
 
     /// libsodium must be initialised once before use (it picks its implementations and opens its random
     /// source); its own call is idempotent and thread-safe. -1: no system random source, nothing is safe.
-    static let sodiumReady: Void = {
+    public static let sodiumReady: Void = {
         precondition(sodium_init() >= 0, "libsodium could not initialise (no system random source)")
     }()
 

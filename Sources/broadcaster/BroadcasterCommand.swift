@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
 import NIOPosix
 import PartyCastBroadcast
 import PartyCastCLI
@@ -11,6 +12,7 @@ import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry
 import PartyCastDiscovery
+import PartyCastSendspinServer
 import PartyCastWire
 import ServiceLifecycle
 import Synchronization
@@ -69,6 +71,15 @@ struct Share: AsyncParsableCommand {
     @Flag(name: .customLong("no-mdns"), help: "Do not advertise over mDNS; listeners must use --host.")
     var noMDNS = false
 
+    @Option(name: .customLong("sendspin-port"), help: "The Sendspin server's port, where Sendspin players (Music Assistant's speakers, `sendspin daemon`) join at ws://HOST:PORT/sendspin (default 8927, or a free one if that is taken; 0 picks a free one).")
+    var sendspinPort: Int?
+
+    @Flag(name: .customLong("no-sendspin"), help: "Do not serve Sendspin players.")
+    var noSendspin = false
+
+    @Flag(name: .customLong("sendspin"), help: "Serve Sendspin players at a private party too: they join without the party key.")
+    var sendspin = false
+
     @OptionGroup var key: PartyKeyOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -81,6 +92,8 @@ struct Share: AsyncParsableCommand {
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
         // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
         guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
+        guard !(sendspin && noSendspin) else { throw ValidationError("--sendspin and --no-sendspin contradict each other") }
+        guard (0...65535).contains(sendspinPort ?? 0) else { throw ValidationError("--sendspin-port must be 0…65535") }
     }
 
     func run() async throws {
@@ -122,6 +135,7 @@ struct Share: AsyncParsableCommand {
                                                group: group, logger: logger)
         // The remote control drives the party's command queue, as the keys below do.
         let remote = try await remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
+        let sendspinServer = try await sendspinServer(party: party, fanout: fanout, name: options.name, private: partyKey != nil, group: group, logger: logger)
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
@@ -135,9 +149,24 @@ struct Share: AsyncParsableCommand {
                 logger.warning("not advertising over mDNS (\(error.message)); listeners can still join with --host \(host):\(server.port)")
             }
         }
+        var sendspinPublisher: ServicePublisher?
+        if let sendspinServer {
+            logger.info("Sendspin players join at ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
+            if !noMDNS {
+                do throws(PartyCastError) {
+                    sendspinPublisher = try ServicePublisher(name: options.name, type: PartyCastService.sendspinServerType, port: sendspinServer.port,
+                                                             txt: ["path": SendspinServer.path, "name": options.name]) { event in logger.info("mDNS (Sendspin): \(event)") }
+                } catch {
+                    logger.warning("not advertising Sendspin over mDNS (\(error.message)); players can still dial ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
+                }
+            }
+        }
+        let sendspinAdvertised = sendspinPublisher
         let access = partyKey == nil ? "" : ", private: listeners need the key"
-        logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
-        logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
+        let announcement = Announcement(lines: [
+            "broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))",
+            "remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)",
+        ], logger: logger)
         let advertised = publisher
         if let publisher {
             // The listener count in the TXT record follows joins and leaves as they happen.
@@ -163,20 +192,17 @@ struct Share: AsyncParsableCommand {
             }
         }
         // Shut down in the reverse of this order: the pacer (and its goodbyes) first, the servers last.
-        let display: [ServiceGroupConfiguration.ServiceConfiguration] = Console.isTerminal
-            ? [.init(service: StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout))] : []
-        let services = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: server),
-                .init(service: remote),
-                .init(service: HeldUntilShutdown { advertised?.stop() }),
-                .init(service: HeldUntilShutdown { keys?.finish() }),
-            ] + display + [
-                .init(service: PacerService(party: party, fanout: fanout, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            gracefulShutdownSignals: [.sigint, .sigterm],
-            logger: logger))
-        try await services.run()
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: server), .init(service: remote)]
+        if let sendspinServer { services.append(.init(service: sendspinServer)) }
+        services.append(.init(service: HeldUntilShutdown { advertised?.stop(); sendspinAdvertised?.stop() }))
+        services.append(.init(service: HeldUntilShutdown { keys?.finish() }))
+        if Console.isTerminal {
+            services.append(.init(service: StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout)))
+        }
+        services.append(.init(service: announcement, successTerminationBehavior: .ignore))
+        services.append(.init(service: PacerService(party: party, fanout: fanout, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup))
+        let serviceGroup = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigint, .sigterm], logger: logger))
+        try await serviceGroup.run()
     }
 
     /// The remote control on `--control-port`, else on the stream port + 1, else (that one taken by
@@ -188,6 +214,29 @@ struct Share: AsyncParsableCommand {
         } catch where controlPort == nil && preferred != 0 {
             logger.notice("the remote control's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
             return try await ControlServer(control: party, host: bind, port: 0, key: key, refusals: refusals, logger: logger)
+        }
+    }
+
+    /// The Sendspin server role, unless turned off: at a private party only when asked for
+    /// (its players cannot prove the key), and only when the party has PCM to give it.
+    private func sendspinServer(party: Party, fanout: Fanout, name: String, private isPrivate: Bool, group: any EventLoopGroup,
+                                logger: Logger) async throws(PartyCastError) -> SendspinServer? {
+        if noSendspin { return nil }
+        if isPrivate && !sendspin {
+            logger.info("Sendspin is off at a private party: its players cannot prove the key (--sendspin serves them anyway)")
+            return nil
+        }
+        if WireCodecs.named(codec)?.passesThrough == true {
+            logger.notice("Sendspin is off with --codec \(codec): its players need the party's PCM, which --codec opus or pcm makes")
+            return nil
+        }
+        if isPrivate { logger.warning("Sendspin is on at a private party: Sendspin players join WITHOUT the party key") }
+        let preferred = sendspinPort ?? 8927
+        do throws(PartyCastError) {
+            return try await SendspinServer(party: party, fanout: fanout, name: name, host: bind, port: preferred, group: group, logger: logger)
+        } catch where sendspinPort == nil {
+            logger.notice("Sendspin's usual port \(preferred) cannot be used (\(error.message)); it takes a free one")
+            return try await SendspinServer(party: party, fanout: fanout, name: name, host: bind, port: 0, group: group, logger: logger)
         }
     }
 

@@ -43,3 +43,15 @@ struct HeldUntilShutdown: Service {
         release()
     }
 }
+
+/// The lines that say the party is up, said once the group runs: by then Ctrl-C and SIGTERM are the
+/// group's (it traps them before it starts a service), so whoever waits for them (a script, a test)
+/// may signal and get a graceful stop, never the default death of a process still setting up.
+struct Announcement: Service {
+    let lines: [String]
+    let logger: Logger
+
+    func run() async throws {
+        for line in lines { logger.info("\(line)") }
+    }
+}

@@ -305,3 +305,77 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertEqual(after, before)
     }
 }
+
+/// A listener of another protocol (Sendspin's) as the fanout feeds it: the party's PCM, and on a
+/// withdrawal the unplayed chunks before the cut in place of all it held.
+final class RecordingOutlet: PCMOutlet {
+    let chunks = LockedValueBox<[UInt64: [Float]]>([:])
+    let withdrawals = Atomic<Int>(0)
+    let finished = Atomic<Bool>(false)
+    let gains = LockedValueBox<[[Double]]>([])
+    let latencyOffsets = LockedValueBox<[Int]>([])
+
+    func deliver(_ delivered: [PCMChunk]) { chunks.withLockedValue { for chunk in delivered { $0[chunk.position] = chunk.samples } } }
+    func withdraw(keeping kept: [PCMChunk]) {
+        withdrawals.add(1, ordering: .relaxed)
+        chunks.withLockedValue { $0 = Dictionary(uniqueKeysWithValues: kept.map { ($0.position, $0.samples) }) }
+    }
+    func gain(_ value: Float, at position: UInt64, rampFrames: Int) { gains.withLockedValue { $0.append([Double(value), Double(position), Double(rampFrames)]) } }
+    func latencyOffset(milliseconds: Int) { latencyOffsets.withLockedValue { $0.append(milliseconds) } }
+    func finish() { finished.store(true, ordering: .relaxed) }
+}
+
+extension PartyCommandTests {
+    func testAnOutletHearsWhatTheListenerHearsThroughAPauseAndResume() throws {
+        let outlet = RecordingOutlet()
+        let id = try XCTUnwrap(party.fanout.join(outlet: outlet, listenerID: "S1", name: "speaker", host: "sendspin", address: "127.0.0.1"))
+        XCTAssertEqual(party.fanout.peers.map(\.listenerID), ["L1", "S1"])
+        XCTAssertNil(party.fanout.audioFormat, "no format before the first song opens")
+        try startAndPlay()
+        XCTAssertEqual(outlet.gains.withLockedValue { $0 }, [[1, 0, 0]], "greeted with its gain")
+        outlet.gains.withLockedValue { $0 = [] }
+        XCTAssertEqual(party.fanout.audioFormat, AudioFormat(sampleRate: Self.rate, channels: 1))
+        let cut = expectedCut()
+        XCTAssertNil(try command(.pause))
+        XCTAssertEqual(outlet.withdrawals.load(ordering: .relaxed), 1)
+        XCTAssertEqual(outlet.chunks.withLockedValue { $0.keys.filter { $0 > cut } }, [], "nothing after the cut is kept")
+        clock.advance(milliseconds: 5000)
+        XCTAssertNil(try command(.resume))
+        clock.advance(milliseconds: 500)
+        try pump()
+        XCTAssertNil(try command(.listenerVolume(listener: "S1", percent: 50)))
+        XCTAssertNil(try command(.partyVolume(percent: 80)))
+        let listenerGains = listener.gains.map { [Double($0.gain), Double($0.atPosition), Double($0.rampFrames)] }
+        let outletGains = outlet.gains.withLockedValue { $0 }
+        XCTAssertEqual(outletGains.count, 4)
+        XCTAssertEqual(Array(outletGains.prefix(2)), Array(listenerGains.prefix(2)), "the fades around the pause, as the listener got them")
+        for (got, expected) in zip(outletGains.dropFirst(2).map { $0[0] }, [0.125, 0.125 * 0.512]) {
+            XCTAssertEqual(got, expected, accuracy: 1e-6, "its own volume (50 %), then the party's (80 %)")
+        }
+        XCTAssertEqual(listenerGains.last?[0] ?? 0, 0.512, accuracy: 1e-6, "the other listener hears only the party's")
+        XCTAssertNil(try command(.latencyOffset(listener: "S1", milliseconds: 120)))
+        XCTAssertEqual(outlet.latencyOffsets.withLockedValue { $0 }, [120])
+        let late = RecordingOutlet()
+        let lateID = try XCTUnwrap(party.fanout.join(outlet: late, listenerID: "S1", name: "speaker again", host: "sendspin", address: "127.0.0.1"))
+        XCTAssertEqual(late.latencyOffsets.withLockedValue { $0 }, [120], "a rejoining speaker is told its offset")
+        party.fanout.leave(lateID)
+        let held = outlet.chunks.withLockedValue { $0 }
+        XCTAssertTrue(held.keys.contains { $0 > cut + Self.chunk }, "it got the audio after the resume")
+        for (position, samples) in held {
+            assertSamples(listener.samples(from: position, count: samples.count), samples.map { $0 }, "the outlet's chunk at \(position)")
+        }
+        party.fanout.leave(id)
+        XCTAssertEqual(party.fanout.peers.map(\.listenerID), ["L1"])
+        _ = party.fanout.finish(with: ByteBuffer(), deadline: .milliseconds(1))
+        XCTAssertFalse(outlet.finished.load(ordering: .relaxed), "a listener that left is not told")
+    }
+
+    func testAnOutletIsToldTheBroadcastIsOver() throws {
+        let outlet = RecordingOutlet()
+        XCTAssertNotNil(party.fanout.join(outlet: outlet, listenerID: "S1", name: "speaker", host: "sendspin", address: "127.0.0.1"))
+        // Not `sayGoodbye`, which waits for the EmbeddedChannel to close on a timer no one runs.
+        _ = party.fanout.finish(with: ByteBuffer(), deadline: .milliseconds(1))
+        XCTAssertTrue(outlet.finished.load(ordering: .relaxed))
+        XCTAssertNil(party.fanout.join(outlet: RecordingOutlet(), listenerID: "S2", name: "late", host: "sendspin", address: "127.0.0.1"), "none joins after the end")
+    }
+}

@@ -1,0 +1,212 @@
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import PartyCastBroadcast
+import PartyCastControlSeam
+import PartyCastCore
+import PartyCastSendspin
+
+/// One Sendspin client of the party, from its first frame to its last: the opening (plain or
+/// encrypted), the session's verdicts carried out, and, for a player, the party's audio in its
+/// format and on the party's clock. The one place where Sendspin meets the party.
+struct SendspinConnection {
+    struct Shared: Sendable {
+        let party: Party
+        let fanout: Fanout
+        let serverKey: X25519KeyPair
+        let serverName: String
+        let logger: Logger
+    }
+
+    /// A client that has not finished its hello by then is closed.
+    static let helloDeadline: Swift.Duration = .seconds(10)
+    static let maxMessageBytes = 64 * 1024
+
+    let shared: Shared
+    let address: String
+
+    /// The party's clock in Sendspin's unit: the broadcaster's monotonic clock in µs, on which
+    /// every chunk's presentation time is counted too.
+    static func nowMicroseconds() -> Int64 { Int64(clamping: monotonicNanoseconds() / 1000) }
+
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        var messages = inbound.messages(maxSize: Self.maxMessageBytes).makeAsyncIterator()
+        let deadline = Task {
+            try await Task.sleep(for: Self.helloDeadline)
+            shared.fanout.refusals.refuse(.silentPeer, "Sendspin client \(address) did not finish its hello in \(Self.helloDeadline)")
+            try await outbound.close(.policyViolation, reason: "no hello in time")
+        }
+        defer { deadline.cancel() }
+        guard case .text(let first)? = try await messages.next() else { return }
+        var handshake = SendspinHandshake(serverKey: shared.serverKey)
+        var step = handshake.receive(text: Array(first.utf8))
+        var channel: SendspinSecureChannel?
+        var session: SendspinServerSession
+        let format = shared.fanout.audioFormat
+        func makeSession(_ transport: SendspinServerSession.Transport) -> SendspinServerSession {
+            SendspinServerSession(serverID: handshake.serverID, serverName: shared.serverName, transport: transport, encodable: [.pcm], partyFormat: format)
+        }
+        var firstMessage: [UInt8]?
+        opening: while true {
+            switch step {
+            case .plain:
+                session = makeSession(.plain)
+                firstMessage = Array(first.utf8)
+                break opening
+            case .reply(let frames):
+                for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
+                guard case .text(let next)? = try await messages.next() else { return }
+                step = handshake.receive(text: Array(next.utf8))
+            case .established(let clientID, let secure):
+                channel = secure
+                session = makeSession(.encrypted(clientID: clientID))
+                break opening
+            case .reject(let reply, let reason):
+                shared.fanout.refusals.refuse(.badData, "refused Sendspin client \(address): \(reason)")
+                if let reply { try await outbound.write(.text(String(decoding: reply, as: UTF8.self))) }
+                try await outbound.close(.policyViolation, reason: "handshake refused")
+                return
+            }
+        }
+        guard format != nil else {
+            // The first source sets the party's format within moments of the start.
+            shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
+            try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
+            return
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
+        let outlet = SendspinOutlet(continuation: continuation)
+        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers)
+        let player = Player()
+        defer {
+            continuation.finish()
+            if let id = player.fanoutID.withLockedValue({ $0 }) { shared.fanout.leave(id) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                let ended = try await writer.drain(stream, format: { player.format.withLockedValue { $0 } })
+                if outlet.overflowed.load(ordering: .relaxed) {
+                    shared.fanout.refusals.refuse(.slowReader, "cut off Sendspin player \(address): it fell behind the party")
+                    try await outbound.close(.policyViolation, reason: "fell behind")
+                } else if ended {
+                    try await outbound.close(.normalClosure, reason: "the broadcast is over")
+                }
+            }
+            tasks.addTask { await followParty(player, outlet: outlet) }
+            var actions = session.opening()
+            if let firstMessage { actions += session.receiveText(firstMessage, receivedAt: Self.nowMicroseconds()) }
+            while true {
+                for action in actions {
+                    guard try await carryOut(action, session: session, outlet: outlet, player: player, outbound: outbound) else {
+                        tasks.cancelAll()
+                        return
+                    }
+                }
+                if session.peer != nil { deadline.cancel() }
+                guard let message = try await messages.next() else { break }
+                let receivedAt = Self.nowMicroseconds()
+                switch (message, writer.channel) {
+                case (.text(let text), nil):
+                    actions = session.receiveText(Array(text.utf8), receivedAt: receivedAt)
+                case (.binary(let bytes), nil):
+                    actions = session.receiveBinary(count: bytes.readableBytes)
+                case (.binary(let bytes), let secure?):
+                    do throws(NoiseError) {
+                        switch try secure.withLockedValue({ channel throws(NoiseError) in try channel.open(Array(buffer: bytes)) }) {
+                        case .text(let json): actions = session.receiveText(json, receivedAt: receivedAt)
+                        case .binary(let binary): actions = session.receiveBinary(count: binary.count)
+                        }
+                    } catch {
+                        actions = [.close("its message failed to open: \(error.reason)")]
+                    }
+                case (.text, _?):
+                    actions = [.close("it sent a cleartext frame after the handshake")]
+                }
+            }
+            tasks.cancelAll()
+        }
+    }
+
+    /// Carries out one of the session's verdicts; false when the connection is to end.
+    private func carryOut(_ action: SendspinServerSession.Action, session: SendspinServerSession, outlet: SendspinOutlet,
+                          player: Player, outbound: WebSocketOutboundWriter) async throws -> Bool {
+        switch action {
+        case .send(let message):
+            if case .time = message { outlet.answerClock(message) } else { outlet.push(.message(message)) }
+        case .joined(let peer):
+            player.roles.withLockedValue { $0 = peer.activeRoles }
+            // What the party is now; `followParty` tells what changes from here.
+            let state = SendspinPartyState(shared.party.snapshot)
+            if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
+            if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
+            guard let format = peer.format else {
+                shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
+                return true
+            }
+            outlet.push(.message(.streamStart(format, codecHeader: nil)))
+            outlet.push(.message(.groupUpdate(.playing, groupID: session.serverID, groupName: shared.serverName)))
+            // The party's gain for this listener is in the PCM it gets (SendspinWriter), so the speaker
+            // plays at 100 rather than its last setting (sendspin's own default is 25 of 100).
+            outlet.push(.message(.command(.volume(100))))
+            // Before joining: the join hands the outlet the unplayed chunks, which go out in this format.
+            player.format.withLockedValue { $0 = format }
+            let id = shared.fanout.join(outlet: outlet, listenerID: "sendspin-" + String(peer.clientID.prefix(16)), name: peer.name, host: "sendspin", address: address)
+            player.fanoutID.withLockedValue { $0 = id }
+            shared.logger.info("Sendspin player \(peer.name)@\(address) joined (\(format.codec.rawValue) \(format.sampleRate) Hz, \(format.bitDepth) bit)")
+        case .playerState(let volume, let muted, let delay):
+            outlet.accept(commands: session.playerCommands)
+            shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
+        case .available(let available):
+            shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
+        case .control(let control):
+            guard let command = Self.partyCommand(for: control) else {
+                shared.logger.notice("Sendspin controller \(address): the party has no mute of its own")
+                return true
+            }
+            if case .failure(let refusal) = await shared.party.perform(command) {
+                shared.logger.notice("Sendspin controller \(address): \(refusal.message)")
+            }
+        case .close(let reason):
+            if session.badMessages > 0 { shared.fanout.refusals.refuse(.badData, "closed Sendspin client \(address): \(reason)") }
+            else { shared.logger.info("Sendspin client \(address) left: \(reason)") }
+            try await outbound.close(.normalClosure, reason: nil)
+            return false
+        }
+        return true
+    }
+
+    /// What a Sendspin controller's command means to the party.
+    static func partyCommand(for control: SendspinControl) -> PartyCommand? {
+        switch control {
+        case .play: .resume
+        case .pause, .stop: .pause
+        case .next: .next
+        case .previous: .previous
+        case .volume(let percent): .partyVolume(percent: percent)
+        case .mute: nil
+        }
+    }
+
+    /// What the connection knows of its player once it joined.
+    final class Player: Sendable {
+        let format = LockedValueBox<SendspinAudioFormat?>(nil)
+        let fanoutID = LockedValueBox<Int?>(nil)
+        /// Its active roles, once it joined.
+        let roles = LockedValueBox<[String]>([])
+    }
+
+    /// Tells a client with the metadata or controller role what changes of the party, until the
+    /// connection ends (the task is cancelled).
+    private func followParty(_ player: Player, outlet: SendspinOutlet) async {
+        var told: SendspinPartyState?
+        for await snapshot in shared.party.snapshots() {
+            let roles = player.roles.withLockedValue { $0 }
+            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1")
+            guard metadata || controller else { continue }
+            let state = SendspinPartyState(snapshot)
+            if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
+            if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
+            told = state
+        }
+    }
+}
