@@ -109,6 +109,8 @@ public final class Party: PartyControl {
         var streamIndex: UInt32 = 0
         var gains = GainPolicy()
         var reachedEnd = false
+        /// When the last command's change (its cut, or the resume) is heard (monotonic nanoseconds).
+        var changeHeardAt: UInt64 = 0
     }
 
     enum Request: Sendable {
@@ -196,11 +198,15 @@ public final class Party: PartyControl {
     // MARK: Snapshots
 
     /// What the pacer last published, plus the timing that lets a snapshot say what is heard now.
+    /// A command's change is heard a control margin and a fade after it is applied: until then a
+    /// snapshot tells of the party as of that moment, so the answer to `next` names the new song
+    /// and the remotes never step back to the old one in between.
     struct Published {
         var view = PartySnapshot()
         var segments: [Timeline.Segment] = []
         var pausedAt: (item: Int, songFrame: Int)?
         var origin: UInt64 = 0
+        var changeHeardAt: UInt64 = 0
         var sampleRate = 48000
         var settings: [String: GainPolicy.ListenerSettings] = [:]
         var covers: [Int: CoverArt] = [:]
@@ -215,8 +221,9 @@ public final class Party: PartyControl {
 
     func makeSnapshot() -> PartySnapshot {
         let peers = fanout.peers
-        let time = now()
+        let now = now()
         return published.withLockedValue { p in
+            let time = max(now, p.changeHeardAt)
             var view = p.view
             view.revision = p.revision
             if let paused = p.pausedAt {
@@ -253,6 +260,7 @@ public final class Party: PartyControl {
         let view = state.queue.map(\.view)
         let timeline = state.timeline
         let gains = state.gains
+        let changeHeardAt = state.changeHeardAt
         let paused = timeline.paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
         published.withLockedValue { p in
             p.view.queue = view
@@ -261,6 +269,7 @@ public final class Party: PartyControl {
             p.segments = timeline.segments
             p.pausedAt = paused
             p.origin = timeline.origin
+            p.changeHeardAt = changeHeardAt
             p.sampleRate = timeline.sampleRate
             p.settings = gains.settings
         }
