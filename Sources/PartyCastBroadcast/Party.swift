@@ -41,7 +41,9 @@ public final class Party: PartyControl {
     let options: BroadcastOptions
     let fanout: Fanout
     let logger: Logger
+    /// What the remote page offers to add: the files the broadcaster was started with, then the library's.
     private let libraryFiles: [String]
+    private let libraryFolder: Library
     private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
     /// The monotonic clock; a test's own when it drives the pacer by hand.
     let now: @Sendable () -> UInt64
@@ -61,19 +63,20 @@ public final class Party: PartyControl {
     ///   - sources: the songs to start with, in order.
     ///   - library: further files `add` accepts (from `--library`).
     ///   - opener: makes a source of a path `add` was given (after it was matched to the library).
-    public convenience init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+    public convenience init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
                             opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource) {
         self.init(sources: sources, library: library, options: options, fanout: fanout, logger: logger, opener: opener, now: monotonicNanoseconds)
     }
 
-    init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+    init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
          opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, now: @escaping @Sendable () -> UInt64) {
         self.options = options
         self.fanout = fanout
         self.logger = logger
         self.opener = opener
         self.now = now
-        libraryFiles = sources.map(\.spec) + library.filter { path in !sources.contains { $0.spec == path } }
+        libraryFiles = sources.map(\.spec) + library.files.filter { path in !sources.contains { $0.spec == path } }
+        libraryFolder = library
         sessionID = UInt64.random(in: 1...UInt64.max)
         state = PacerState()
         for source in sources {
@@ -126,12 +129,15 @@ public final class Party: PartyControl {
         let request: Request
         switch command {
         case .add(let path):
-            // Opened here, off the pacer, so a slow disk never delays the audio.
-            guard libraryFiles.contains(path) else {
-                return .failure(PartyCommandError(.notFound, "\(path) is neither in the library nor one of the broadcaster's files"))
+            // Looked up and opened here, off the pacer, so a slow disk never delays the audio.
+            let spec: String
+            do throws(PartyCommandError) {
+                spec = libraryFiles.contains(path) ? path : try libraryFolder.locate(path)
+            } catch {
+                return .failure(error)
             }
             do throws(PartyCastError) {
-                let source = try opener(path)
+                let source = try opener(spec)
                 let item = PartyItem.probe(source, id: 0, passingThrough: options.codec.passesThrough)
                 if let failure = item.failure { return .failure(PartyCommandError(.invalid, "\(path): \(failure.message)")) }
                 request = .add(item)

@@ -115,7 +115,7 @@ struct Share: AsyncParsableCommand {
             logger.warning("cannot raise the open-file limit (\(error)): fewer listeners and remotes may connect at once")
         }
         let sourceOptions = try self.sourceOptions(logger: logger)
-        let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
+        let party = Party(sources: playable, library: try library.map(Library.init(folder:)) ?? Library(), options: options,
                                 fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
         let group = MultiThreadedEventLoopGroup.singleton
         let server = try await BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome,
@@ -216,20 +216,8 @@ struct Share: AsyncParsableCommand {
     static func expandingFolder(_ spec: String) throws(PartyCastError) -> [String] {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: spec, isDirectory: &isFolder), isFolder.boolValue else { return [spec] }
-        let files = try audioFiles(under: spec)
+        let files = try Library.audioFiles(under: spec)
         guard !files.isEmpty else { throw PartyCastError(.fileNotFound, "\(spec): a folder with no audio files in it") }
         return files
-    }
-
-    /// The audio files under `folder` (by their extensions: a library is not opened file by file),
-    /// sorted, as paths the remote may add.
-    static let libraryExtensions: Set<String> = ["mp3", "aac", "flac", "ogg", "oga", "opus", "wav"]
-
-    static func audioFiles(under folder: String) throws(PartyCastError) -> [String] {
-        guard let walker = FileManager.default.enumerator(atPath: folder) else {
-            throw PartyCastError(.fileNotFound, "--library \(folder): no such folder")
-        }
-        let base = folder.hasSuffix("/") ? folder : folder + "/"
-        return walker.compactMap { $0 as? String }.filter { libraryExtensions.contains(String($0.lowercased().split(separator: ".").last ?? "")) }.sorted().map { base + $0 }
     }
 }

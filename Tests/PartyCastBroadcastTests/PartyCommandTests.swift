@@ -86,7 +86,7 @@ final class PartyCommandTests: XCTestCase {
             ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
         }
         let clock = clock!
-        party = Party(sources: sources, library: [], options: options, fanout: fanout, logger: logger,
+        party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
                       opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, now: { clock.now })
         channel = EmbeddedChannel()
         XCTAssertNotNil(fanout.join(channel: channel, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
