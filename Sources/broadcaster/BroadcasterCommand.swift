@@ -137,7 +137,15 @@ struct Share: AsyncParsableCommand {
         }
         let access = partyKey == nil ? "" : ", private: listeners need the key"
         logger.info("broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))")
-        logger.info("remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)")
+        let addresses: [String]
+        do {
+            addresses = try RemoteURLs.lanAddresses()
+        } catch {
+            logger.notice("cannot list this machine's addresses (\(error)): the remote's URL names it by its mDNS name alone")
+            addresses = []
+        }
+        let urls = RemoteURLs.urls(port: remote.port, bind: bind, hostName: host, addresses: addresses)
+        logger.info("remote control: \(urls.joined(separator: " or ")) (or `broadcaster ctl`)")
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
