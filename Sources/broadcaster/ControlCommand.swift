@@ -13,11 +13,15 @@ struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Control a running party from the command line, through its remote control (HTTP API).",
         discussion: """
-            ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT
-                    | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
-            Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is a
-            listener's id or its name. A refused command prints the party's reason; exit status 10 for a refusal,
-            12 for a missing or wrong party key, 7 when the party cannot be reached.
+            ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT \
+            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
+
+            Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is \
+            a listener's id or its name. PATH is a file of the party's library: as the remote page lists it, \
+            its absolute path, or its path inside the library folder.
+
+            A refused command prints the party's reason; exit status 10 for a refusal, 12 for a missing or \
+            wrong party key, 7 when the party cannot be reached.
             """)
 
     @Argument(help: ArgumentHelp("[NAME] ACTION [ARGUMENTS]", valueName: "words"))
