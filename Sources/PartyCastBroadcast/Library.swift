@@ -79,7 +79,7 @@ public struct Library: Sendable {
             throw PartyCommandError(.invalid, "\(requested) is a folder: add takes one audio file")
         }
         guard Self.isAudioName(canonical) else {
-            throw PartyCommandError(.invalid, "\(requested) is not an audio file (the library holds .\(Self.extensions.sorted().joined(separator: ", ."))")
+            throw PartyCommandError(.invalid, "\(requested) is not an audio file (the library holds .\(Self.extensions.sorted().joined(separator: ", .")))")
         }
         return canonical
     }

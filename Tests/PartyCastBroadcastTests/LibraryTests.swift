@@ -61,7 +61,7 @@ final class LibraryTests: XCTestCase {
         XCTAssertEqual(Set(messages).count, 4, "four reasons, four messages: \(messages)")
         XCTAssertTrue(messages[0].contains("no such file"), messages[0])
         XCTAssertTrue(messages[1].contains("folder"), messages[1])
-        XCTAssertTrue(messages[2].contains("not an audio file"), messages[2])
+        XCTAssertEqual(messages[2], "notes.txt is not an audio file (the library holds .aac, .flac, .mp3, .oga, .ogg, .opus, .wav)")
     }
 
     /// A link inside the folder that leads out of it opens nothing, whether it names the file or a folder on the way.
