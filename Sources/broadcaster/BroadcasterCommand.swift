@@ -146,6 +146,14 @@ struct Share: AsyncParsableCommand {
         }
         let urls = RemoteURLs.urls(port: remote.port, bind: bind, hostName: host, addresses: addresses)
         logger.info("remote control: \(urls.joined(separator: " or ")) (or `broadcaster ctl`)")
+        // For a phone to scan; not in a journal, where it would be 17 lines of blocks.
+        if Console.isTerminal, let first = urls.first {
+            do throws(PartyCastError) {
+                for line in try QRCode.lines(encoding: first) { Console.line(line) }
+            } catch {
+                logger.notice("\(error.message)")
+            }
+        }
         let advertised = publisher
         let display = StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout,
                                     everySecond: { advertised?.update(txt: txt.merging(["listeners": "\(fanout.peers.count)"]) { $1 }) })
