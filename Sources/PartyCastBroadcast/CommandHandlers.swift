@@ -97,7 +97,7 @@ extension Party {
         }
         if let partyState = frame(Messages.partyState(paused: false)) { fanout.broadcast(partyState) }
         fadeEveryoneIn(at: resumeAt)
-        state.changeHeardAt = state.timeline.presentationTime(ofFrame: resumeAt)
+        state.changeHeardFrom = resumeAt
         logger.info("resumed (timeline frame \(resumeAt))")
     }
 
@@ -230,7 +230,7 @@ extension Party {
             state.timeline.hold(item: state.queue[index].id, songFrame: songFrame)
         } else {
             if cut { fadeEveryoneIn(at: position) }
-            state.changeHeardAt = state.timeline.presentationTime(ofFrame: position)
+            state.changeHeardFrom = position
         }
     }
 
@@ -258,9 +258,10 @@ extension Party {
         return withdrawn
     }
 
-    /// The song and its frame heard at the next cut, or paused on.
+    /// The song and its frame heard at the next cut, or paused on; after a change not heard yet,
+    /// those it brings, as its answer said: a second command builds on the first.
     private func currentlyHeard() -> (item: Int, songFrame: Int)? {
-        state.timeline.heard(at: state.timeline.position(at: now() + Self.controlMarginNanoseconds))
+        state.timeline.heard(at: max(state.timeline.position(at: now() + Self.controlMarginNanoseconds), state.changeHeardFrom))
     }
 
     private func listenerID(_ name: String) throws(PartyCommandError) -> String {

@@ -112,8 +112,8 @@ public final class Party: PartyControl {
         var streamIndex: UInt32 = 0
         var gains = GainPolicy()
         var reachedEnd = false
-        /// When the last command's change (its cut, or the resume) is heard (monotonic nanoseconds).
-        var changeHeardAt: UInt64 = 0
+        /// Where on the timeline the last command's change (its cut, or the resume) is heard from.
+        var changeHeardFrom: UInt64 = 0
     }
 
     enum Request: Sendable {
@@ -205,14 +205,14 @@ public final class Party: PartyControl {
 
     /// What the pacer last published, plus the timing that lets a snapshot say what is heard now.
     /// A command's change is heard a control margin and a fade after it is applied: until then a
-    /// snapshot tells of the party as of that moment, so the answer to `next` names the new song
-    /// and the remotes never step back to the old one in between.
+    /// snapshot tells of the party as of that frame, so the answer to `next` names the new song and
+    /// the remotes never step back to the old one in between.
     struct Published {
         var view = PartySnapshot()
         var segments: [Timeline.Segment] = []
         var pausedAt: (item: Int, songFrame: Int)?
         var origin: UInt64 = 0
-        var changeHeardAt: UInt64 = 0
+        var changeHeardFrom: UInt64 = 0
         var sampleRate = 48000
         var settings: [String: GainPolicy.ListenerSettings] = [:]
         var covers: [Int: CoverArt] = [:]
@@ -227,16 +227,15 @@ public final class Party: PartyControl {
 
     func makeSnapshot() -> PartySnapshot {
         let peers = fanout.peers
-        let now = now()
+        let time = now()
         return published.withLockedValue { p in
-            let time = max(now, p.changeHeardAt)
             var view = p.view
             view.revision = p.revision
             if let paused = p.pausedAt {
                 view.current = paused.item
                 view.elapsedSeconds = Double(paused.songFrame) / Double(p.sampleRate)
-            } else if time >= p.origin,
-                      let heard = Timeline.heard(at: Timeline.position(at: time, origin: p.origin, rate: p.sampleRate), in: p.segments) {
+            } else if case let position = max(Timeline.position(at: time, origin: p.origin, rate: p.sampleRate), p.changeHeardFrom),
+                      time >= p.origin || position > 0, let heard = Timeline.heard(at: position, in: p.segments) {
                 view.current = heard.item
                 view.elapsedSeconds = Double(heard.songFrame) / Double(p.sampleRate)
             }
@@ -266,7 +265,7 @@ public final class Party: PartyControl {
         let view = state.queue.map(\.view)
         let timeline = state.timeline
         let gains = state.gains
-        let changeHeardAt = state.changeHeardAt
+        let changeHeardFrom = state.changeHeardFrom
         let paused = timeline.paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
         published.withLockedValue { p in
             p.view.queue = view
@@ -275,7 +274,7 @@ public final class Party: PartyControl {
             p.segments = timeline.segments
             p.pausedAt = paused
             p.origin = timeline.origin
-            p.changeHeardAt = changeHeardAt
+            p.changeHeardFrom = changeHeardFrom
             p.sampleRate = timeline.sampleRate
             p.settings = gains.settings
         }

@@ -49,6 +49,18 @@ extension PartyCommandTests {
         XCTAssertEqual(playing(answered), [1, 0], "over 3 s into a song: it starts again")
     }
 
+    /// A second command before the first is heard acts on what the first answered.
+    func testACommandBuildsOnOneNotHeardYet() throws {
+        try startAndPlay()
+        XCTAssertNil(try command(.next))
+        XCTAssertNil(try command(.seek(seconds: 2)), "at once: the seek is in the next song")
+        XCTAssertEqual(playing(answered), [2, 2])
+        XCTAssertEqual(try command(.next)?.kind, .invalid, "the song skipped to is the last")
+        clock.advance(milliseconds: 500)
+        try pump()
+        XCTAssertEqual(listener.samples(from: party.state.timeline.segments.last!.position, count: 1), [1_000_000 + 96000], "heard: the next song from 2 s")
+    }
+
     func testPlayAnswersTheItemChosen() throws {
         try startAndPlay()
         XCTAssertNil(try command(.play(item: 2)))
