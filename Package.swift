@@ -79,6 +79,8 @@ let package = Package(
         systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
         // ristretto255 and SHA-512 for the party key's PAKE (CPace).
         systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
+        // The remote page's URL as a QR code on the broadcaster's terminal, for phones.
+        systemLibrary("CQREncode", pkgConfig: "libqrencode", apt: "libqrencode-dev"),
 
         // Errors, formats, clocks, the lock (LockedValueBox) and the one place syscalls go through.
         // No dependencies: the listener's audio path (Output, Player) builds on it without NIO.
@@ -197,7 +199,7 @@ let package = Package(
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastControlSeam", "PartyCastCore", "PartyCastWire",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "CQREncode",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -8,18 +8,19 @@ extension Party {
     func applyCommands() {
         let requests = inbox.withLockedValue { q in defer { q.removeAll() }; return q }
         guard !requests.isEmpty else { return }
-        for (request, continuation) in requests {
-            let result: Result<PartySnapshot, PartyCommandError>
-            do throws(PartyCommandError) {
-                try apply(request)
-                publishState()
-                result = .success(makeSnapshot())
-            } catch {
-                result = .failure(error)
-            }
-            continuation.resume(returning: result)
-        }
+        for (request, continuation) in requests { continuation.resume(returning: answer(request)) }
         republish()
+    }
+
+    /// Applies one request; the answer is the party as it is once the change is heard.
+    func answer(_ request: Request) -> Result<PartySnapshot, PartyCommandError> {
+        do throws(PartyCommandError) {
+            try apply(request)
+        } catch {
+            return .failure(error)
+        }
+        publishState()
+        return .success(makeSnapshot())
     }
 
     func apply(_ request: Request) throws(PartyCommandError) {
@@ -96,6 +97,7 @@ extension Party {
         }
         if let partyState = frame(Messages.partyState(paused: false)) { fanout.broadcast(partyState) }
         fadeEveryoneIn(at: resumeAt)
+        state.changeHeardFrom = resumeAt
         logger.info("resumed (timeline frame \(resumeAt))")
     }
 
@@ -226,8 +228,9 @@ extension Party {
         }
         if state.timeline.paused {
             state.timeline.hold(item: state.queue[index].id, songFrame: songFrame)
-        } else if cut {
-            fadeEveryoneIn(at: position)
+        } else {
+            if cut { fadeEveryoneIn(at: position) }
+            state.changeHeardFrom = position
         }
     }
 
@@ -255,9 +258,10 @@ extension Party {
         return withdrawn
     }
 
-    /// The song and its frame heard at the next cut, or paused on.
+    /// The song and its frame heard at the next cut, or paused on; after a change not heard yet,
+    /// those it brings, as its answer said: a second command builds on the first.
     private func currentlyHeard() -> (item: Int, songFrame: Int)? {
-        state.timeline.heard(at: state.timeline.position(at: now() + Self.controlMarginNanoseconds))
+        state.timeline.heard(at: max(state.timeline.position(at: now() + Self.controlMarginNanoseconds), state.changeHeardFrom))
     }
 
     private func listenerID(_ name: String) throws(PartyCommandError) -> String {

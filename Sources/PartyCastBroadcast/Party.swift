@@ -41,7 +41,9 @@ public final class Party: PartyControl {
     let options: BroadcastOptions
     let fanout: Fanout
     let logger: Logger
+    /// What the remote page offers to add: the files the broadcaster was started with, then the library's.
     private let libraryFiles: [String]
+    private let libraryFolder: Library
     private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
     /// The monotonic clock; a test's own when it drives the pacer by hand.
     let now: @Sendable () -> UInt64
@@ -61,19 +63,20 @@ public final class Party: PartyControl {
     ///   - sources: the songs to start with, in order.
     ///   - library: further files `add` accepts (from `--library`).
     ///   - opener: makes a source of a path `add` was given (after it was matched to the library).
-    public convenience init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+    public convenience init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
                             opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource) {
         self.init(sources: sources, library: library, options: options, fanout: fanout, logger: logger, opener: opener, now: monotonicNanoseconds)
     }
 
-    init(sources: [ResolvedSource], library: [String], options: BroadcastOptions, fanout: Fanout, logger: Logger,
+    init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
          opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, now: @escaping @Sendable () -> UInt64) {
         self.options = options
         self.fanout = fanout
         self.logger = logger
         self.opener = opener
         self.now = now
-        libraryFiles = sources.map(\.spec) + library.filter { path in !sources.contains { $0.spec == path } }
+        libraryFiles = sources.map(\.spec) + library.files.filter { path in !sources.contains { $0.spec == path } }
+        libraryFolder = library
         sessionID = UInt64.random(in: 1...UInt64.max)
         state = PacerState()
         for source in sources {
@@ -109,6 +112,8 @@ public final class Party: PartyControl {
         var streamIndex: UInt32 = 0
         var gains = GainPolicy()
         var reachedEnd = false
+        /// Where on the timeline the last command's change (its cut, or the resume) is heard from.
+        var changeHeardFrom: UInt64 = 0
     }
 
     enum Request: Sendable {
@@ -124,12 +129,15 @@ public final class Party: PartyControl {
         let request: Request
         switch command {
         case .add(let path):
-            // Opened here, off the pacer, so a slow disk never delays the audio.
-            guard libraryFiles.contains(path) else {
-                return .failure(PartyCommandError(.notFound, "\(path) is neither in the library nor one of the broadcaster's files"))
+            // Looked up and opened here, off the pacer, so a slow disk never delays the audio.
+            let spec: String
+            do throws(PartyCommandError) {
+                spec = libraryFiles.contains(path) ? path : try libraryFolder.locate(path)
+            } catch {
+                return .failure(error)
             }
             do throws(PartyCastError) {
-                let source = try opener(path)
+                let source = try opener(spec)
                 let item = PartyItem.probe(source, id: 0, passingThrough: options.codec.passesThrough)
                 if let failure = item.failure { return .failure(PartyCommandError(.invalid, "\(path): \(failure.message)")) }
                 request = .add(item)
@@ -196,11 +204,15 @@ public final class Party: PartyControl {
     // MARK: Snapshots
 
     /// What the pacer last published, plus the timing that lets a snapshot say what is heard now.
+    /// A command's change is heard a control margin and a fade after it is applied: until then a
+    /// snapshot tells of the party as of that frame, so the answer to `next` names the new song and
+    /// the remotes never step back to the old one in between.
     struct Published {
         var view = PartySnapshot()
         var segments: [Timeline.Segment] = []
         var pausedAt: (item: Int, songFrame: Int)?
         var origin: UInt64 = 0
+        var changeHeardFrom: UInt64 = 0
         var sampleRate = 48000
         var settings: [String: GainPolicy.ListenerSettings] = [:]
         var covers: [Int: CoverArt] = [:]
@@ -222,8 +234,8 @@ public final class Party: PartyControl {
             if let paused = p.pausedAt {
                 view.current = paused.item
                 view.elapsedSeconds = Double(paused.songFrame) / Double(p.sampleRate)
-            } else if time >= p.origin,
-                      let heard = Timeline.heard(at: Timeline.position(at: time, origin: p.origin, rate: p.sampleRate), in: p.segments) {
+            } else if case let position = max(Timeline.position(at: time, origin: p.origin, rate: p.sampleRate), p.changeHeardFrom),
+                      time >= p.origin || position > 0, let heard = Timeline.heard(at: position, in: p.segments) {
                 view.current = heard.item
                 view.elapsedSeconds = Double(heard.songFrame) / Double(p.sampleRate)
             }
@@ -253,6 +265,7 @@ public final class Party: PartyControl {
         let view = state.queue.map(\.view)
         let timeline = state.timeline
         let gains = state.gains
+        let changeHeardFrom = state.changeHeardFrom
         let paused = timeline.paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
         published.withLockedValue { p in
             p.view.queue = view
@@ -261,6 +274,7 @@ public final class Party: PartyControl {
             p.segments = timeline.segments
             p.pausedAt = paused
             p.origin = timeline.origin
+            p.changeHeardFrom = changeHeardFrom
             p.sampleRate = timeline.sampleRate
             p.settings = gains.settings
         }

@@ -28,7 +28,7 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 /// `--log-level`, the same in every program.
 public struct LoggingOptions: ParsableArguments {
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .customLong("log-level"), help: "How much to log.")
     public var level: Logger.Level = .info
 
     public init() {}

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -14,12 +17,16 @@ public enum ControlClient {
     }
 
     public enum Failure: Error, CustomStringConvertible {
+        case refused(host: String, port: Int)
+        case cannotConnect(host: String, port: Int, reason: String)
         case timedOut(seconds: Int64)
         case answerTooLarge(limit: Int)
         case closedEarly
 
         public var description: String {
             switch self {
+            case .refused(let host, let port): "nothing listens at \(host):\(port) (connection refused)"
+            case .cannotConnect(let host, let port, let reason): "cannot connect to \(host):\(port) (\(reason))"
             case .timedOut(let seconds): "no answer within \(seconds) s"
             case .answerTooLarge(let limit): "the answer is over \(limit) bytes"
             case .closedEarly: "the connection closed before the answer ended"
@@ -32,14 +39,19 @@ public enum ControlClient {
     public static func perform(_ method: HTTPMethod, host: String, port: Int, path: String, headers: HTTPHeaders = [:],
                                body: [ByteBuffer] = [], chunked: Bool = false, limit: Int = 1 << 20,
                                timeout: TimeAmount = .seconds(10)) async throws -> Answer {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(timeout)
-            .connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(timeout)
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                    }
                 }
-            }
+        } catch {
+            throw connectFailure(error, host: host, port: port)
+        }
         // A deadline for the whole exchange: closing the channel ends the reads below with an error.
         let expired = LockedValueBox(false)
         let deadline = channel.channel.eventLoop.scheduleTask(in: timeout) {
@@ -75,6 +87,25 @@ public enum ControlClient {
             }
         } catch where expired.withLockedValue({ $0 }) {
             throw Failure.timedOut(seconds: timeout.nanoseconds / 1_000_000_000)
+        }
+    }
+
+    /// A connection that could not be made, in one line (NIO's error lists every address it tried,
+    /// each with its errno).
+    static func connectFailure(_ error: any Error, host: String, port: Int) -> any Error {
+        switch error {
+        case let failed as NIOConnectionError:
+            let errnos = failed.connectionErrors.compactMap { ($0.error as? IOError)?.errnoCode }
+            if !errnos.isEmpty && errnos.allSatisfy({ $0 == ECONNREFUSED }) { return Failure.refused(host: host, port: port) }
+            if let code = errnos.first(where: { $0 != ECONNREFUSED }) {
+                return Failure.cannotConnect(host: host, port: port, reason: String(cString: strerror(code)).lowercased())
+            }
+            if let other = failed.connectionErrors.first?.error { return Failure.cannotConnect(host: host, port: port, reason: "\(other)") }
+            return Failure.cannotConnect(host: host, port: port, reason: "no address found for \(host)")
+        case ChannelError.connectTimeout(let waited):
+            return Failure.cannotConnect(host: host, port: port, reason: "no answer within \(waited.nanoseconds / 1_000_000_000) s")
+        default:
+            return error
         }
     }
 

@@ -74,3 +74,10 @@ public func raiseOpenFileLimit() throws(SystemCallError) -> UInt64 {
     _ = try systemCall("setrlimit") { setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) }
     return UInt64(limit.rlim_cur)
 }
+
+/// `path` with every symbolic link, `.` and `..` resolved (realpath(3)); fails if any part is missing.
+public func canonicalPath(_ path: String) throws(SystemCallError) -> String {
+    guard let resolved = realpath(path, nil) else { throw SystemCallError(call: "realpath", errno: errno) }
+    defer { free(resolved) }
+    return String(cString: resolved)
+}

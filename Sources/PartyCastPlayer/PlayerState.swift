@@ -4,6 +4,11 @@ import PartyCastCore
 public enum PlayerState: String, Sendable, Equatable {
     case idle, connecting, waitingForData, buffering, playing, paused, stopping, stopped
 
+    /// The state as a person reads it on a status line.
+    public var words: String {
+        self == .waitingForData ? "waiting for data" : rawValue
+    }
+
     /// The moves the player may make; anything else is a bug and is refused.
     func canMove(to next: PlayerState) -> Bool {
         switch (self, next) {

@@ -128,7 +128,7 @@ struct Share: AsyncParsableCommand {
             logger.warning("cannot raise the open-file limit (\(error)): fewer listeners and remotes may connect at once")
         }
         let sourceOptions = try self.sourceOptions(logger: logger)
-        let party = Party(sources: playable, library: try library.map(Self.audioFiles(under:)) ?? [], options: options,
+        let party = Party(sources: playable, library: try library.map(Library.init(folder:)) ?? Library(), options: options,
                                 fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
         let group = MultiThreadedEventLoopGroup.singleton
         let server = try await BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome,
@@ -152,7 +152,8 @@ struct Share: AsyncParsableCommand {
         var sendspinPublisher: ServicePublisher?
         if let sendspinServer {
             logger.info("Sendspin players join at ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
-            if !noMDNS {
+            // Only where the party's own advertisement works: without avahi-daemon its warning said so, once.
+            if publisher != nil {
                 do throws(PartyCastError) {
                     sendspinPublisher = try ServicePublisher(name: options.name, type: PartyCastService.sendspinServerType, port: sendspinServer.port,
                                                              txt: ["path": SendspinServer.path, "name": options.name]) { event in logger.info("mDNS (Sendspin): \(event)") }
@@ -163,10 +164,27 @@ struct Share: AsyncParsableCommand {
         }
         let sendspinAdvertised = sendspinPublisher
         let access = partyKey == nil ? "" : ", private: listeners need the key"
+        let addresses: [String]
+        do {
+            addresses = try RemoteURLs.lanAddresses()
+        } catch {
+            logger.notice("cannot list this machine's addresses (\(error)): the remote's URL names it by its mDNS name alone")
+            addresses = []
+        }
+        let urls = RemoteURLs.urls(port: remote.port, bind: bind, hostName: host, addresses: addresses)
+        // For a phone to scan; not in a journal, where it would be 17 lines of blocks.
+        var drawing: [String] = []
+        if Console.isTerminal, let first = urls.first {
+            do throws(PartyCastError) {
+                drawing = try QRCode.lines(encoding: first)
+            } catch {
+                logger.notice("\(error.message)")
+            }
+        }
         let announcement = Announcement(lines: [
             "broadcasting \"\(options.name)\" on \(host):\(server.port) (\(options.codec.summary(bitrateKbps: bitrate))\(access))",
-            "remote control: http://\(host):\(remote.port)/ (or `broadcaster ctl`)",
-        ], logger: logger)
+            "remote control: \(urls.joined(separator: " or ")) (or `broadcaster ctl`)",
+        ], drawing: drawing, logger: logger)
         let advertised = publisher
         if let publisher {
             // The listener count in the TXT record follows joins and leaves as they happen.
@@ -274,20 +292,8 @@ struct Share: AsyncParsableCommand {
     static func expandingFolder(_ spec: String) throws(PartyCastError) -> [String] {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: spec, isDirectory: &isFolder), isFolder.boolValue else { return [spec] }
-        let files = try audioFiles(under: spec)
+        let files = try Library.audioFiles(under: spec)
         guard !files.isEmpty else { throw PartyCastError(.fileNotFound, "\(spec): a folder with no audio files in it") }
         return files
-    }
-
-    /// The audio files under `folder` (by their extensions: a library is not opened file by file),
-    /// sorted, as paths the remote may add.
-    static let libraryExtensions: Set<String> = ["mp3", "aac", "flac", "ogg", "oga", "opus", "wav"]
-
-    static func audioFiles(under folder: String) throws(PartyCastError) -> [String] {
-        guard let walker = FileManager.default.enumerator(atPath: folder) else {
-            throw PartyCastError(.fileNotFound, "--library \(folder): no such folder")
-        }
-        let base = folder.hasSuffix("/") ? folder : folder + "/"
-        return walker.compactMap { $0 as? String }.filter { libraryExtensions.contains(String($0.lowercased().split(separator: ".").last ?? "")) }.sorted().map { base + $0 }
     }
 }

@@ -13,11 +13,15 @@ struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Control a running party from the command line, through its remote control (HTTP API).",
         discussion: """
-            ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT
-                    | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
-            Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is a
-            listener's id or its name. A refused command prints the party's reason; exit status 10 for a refusal,
-            12 for a missing or wrong party key, 7 when the party cannot be reached.
+            ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT \
+            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
+
+            Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is \
+            a listener's id or its name. PATH is a file of the party's library: as the remote page lists it, \
+            its absolute path, or its path inside the library folder.
+
+            A refused command prints the party's reason; exit status 10 for a refusal, 12 for a missing or \
+            wrong party key, 7 when the party cannot be reached.
             """)
 
     @Argument(help: ArgumentHelp("[NAME] ACTION [ARGUMENTS]", valueName: "words"))
@@ -35,6 +39,8 @@ struct Ctl: AsyncParsableCommand {
         var method: HTTPMethod
         var path: String
         var body: (any Encodable)?
+        /// The listener the request sets something of: its line is printed too.
+        var listener: String?
     }
 
     private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "status"]
@@ -72,14 +78,15 @@ struct Ctl: AsyncParsableCommand {
         case "volume":
             guard (1...2).contains(arguments.count) else { throw ValidationError("usage: broadcaster ctl [NAME] volume [LISTENER] PERCENT") }
             let body = ControlRequest.Volume(percent: try percent(arguments[arguments.count - 1]))
-            return (name, Request(method: .PUT, path: arguments.count == 2 ? listenerPath(arguments[0]) + "/volume" : "/api/volume", body: body))
+            guard arguments.count == 2 else { return (name, Request(method: .PUT, path: "/api/volume", body: body)) }
+            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/volume", body: body, listener: arguments[0]))
         case "channel":
             try wants(2, "channel LISTENER \(ChannelAssignment.names)")
             guard let channel = ChannelAssignment(rawValue: arguments[1]) else { throw ValidationError("\(arguments[1]) is not a channel: \(ChannelAssignment.names)") }
-            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/channel", body: ControlRequest.Channel(channel: channel)))
+            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/channel", body: ControlRequest.Channel(channel: channel), listener: arguments[0]))
         default:  // mute, unmute
             try wants(1, "\(verb) LISTENER")
-            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/mute", body: ControlRequest.Mute(muted: verb == "mute")))
+            return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/mute", body: ControlRequest.Mute(muted: verb == "mute"), listener: arguments[0]))
         }
     }
 
@@ -100,6 +107,9 @@ struct Ctl: AsyncParsableCommand {
                 for line in Self.summary(snapshot) { Console.output(line) }
             } else {
                 Console.output(Self.oneLine(snapshot))
+                if let listener = request.listener, let set = snapshot.listeners.first(where: { $0.id == listener || $0.name == listener }) {
+                    Console.output(Self.line(of: set))
+                }
             }
         } catch {
             throw exitFailing(error, program: "broadcaster")
@@ -174,7 +184,11 @@ struct Ctl: AsyncParsableCommand {
             let answer = try await ControlClient.perform(method, host: host, port: port, path: path, headers: headers, body: payload, limit: limit)
             return (answer.status, Data(buffer: answer.body))
         } catch {
-            throw PartyCastError(.io, "cannot reach the party's remote control at \(base): \(error)")
+            let failure = switch error {
+            case ControlClient.Failure.refused, ControlClient.Failure.cannotConnect: ": \(error)"  // it names the address
+            default: " at \(base): \(error)"
+            }
+            throw PartyCastError(.io, "cannot reach the party's remote control\(failure)")
         }
     }
 
@@ -212,19 +226,22 @@ struct Ctl: AsyncParsableCommand {
         return "\(state): \(title(current))\(position)  volume \(s.volume)%"
     }
 
+    /// A listener's settings and how well it keeps up, in one line.
+    static func line(of l: PartySnapshot.Listener) -> String {
+        let buffer = l.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer –"
+        let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
+        let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+        return "[\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
+            + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  channel \(l.channel.rawValue)  \(buffer)  \(sync)\(clock)"
+    }
+
     static func summary(_ s: PartySnapshot) -> [String] {
         var lines = ["\(String(untrusted: s.name, limit: 80))  —  " + oneLine(s), "queue:"]
         for item in s.queue {
             lines.append("  \(item.id == s.current ? "▶" : " ") [\(item.id)] \(title(item))" + (item.durationSeconds.map { "  \(clockText($0))" } ?? ""))
         }
         lines.append("listeners: \(s.listeners.count)")
-        for l in s.listeners {
-            let buffer = l.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer –"
-            let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
-            let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
-            lines.append("  [\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
-                + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  channel \(l.channel.rawValue)  \(buffer)  \(sync)\(clock)")
-        }
+        for l in s.listeners { lines.append("  " + line(of: l)) }
         if !s.refused.isEmpty {
             lines.append("refused: " + s.refused.sorted { $0.key < $1.key }.map { "\($0.value) \(String(untrusted: $0.key, limit: 60))" }.joined(separator: ", "))
         }

@@ -1,5 +1,6 @@
 import Logging
 import PartyCastBroadcast
+import PartyCastCLI
 import PartyCastCore
 import ServiceLifecycle
 
@@ -47,11 +48,14 @@ struct HeldUntilShutdown: Service {
 /// The lines that say the party is up, said once the group runs: by then Ctrl-C and SIGTERM are the
 /// group's (it traps them before it starts a service), so whoever waits for them (a script, a test)
 /// may signal and get a graceful stop, never the default death of a process still setting up.
+/// `drawing` (the remote's QR code, on a terminal) follows the lines, as it is, with no log prefix.
 struct Announcement: Service {
     let lines: [String]
+    let drawing: [String]
     let logger: Logger
 
     func run() async throws {
         for line in lines { logger.info("\(line)") }
+        for line in drawing { Console.line(line) }
     }
 }

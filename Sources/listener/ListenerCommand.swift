@@ -21,9 +21,10 @@ struct Play: ParsableCommand {
         abstract: "Play a file, a pipe or a test tone through parser → decoder → ring → output.",
         discussion: """
             Keys while playing in a terminal: space pause/resume, ←/→ seek ∓10 s, q quit.
-            Outputs: alsa[:DEVICE] (default device when no DEVICE), wav:PATH (the decoded stream, as fast
-            as possible), null (decode and discard), virtual:PATH (a simulated sound card in real time,
-            recording what it played to PATH and its clock to PATH.json), auto (ALSA if a device opens,
+
+            Outputs: alsa[:DEVICE] (default device when no DEVICE), wav:PATH (the decoded stream, as fast \
+            as possible), null (decode and discard), virtual:PATH (a simulated sound card in real time, \
+            recording what it played to PATH and its clock to PATH.json), auto (ALSA if a device opens, \
             else virtual:partycast-virtual.wav).
             """)
 

@@ -29,7 +29,7 @@ enum StatusLine {
         }
         if s.concealedPackets > 0 { parts.append("concealed \(s.concealedPackets)") }
         // The party's pause is the news; the player itself keeps playing (silence) meanwhile.
-        parts.append(s.partyPaused ? "paused" : s.state.rawValue)
+        parts.append(s.partyPaused ? "paused" : s.state.words)
         Console.status([parts.joined(separator: "  ")])
     }
 

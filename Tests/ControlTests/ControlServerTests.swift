@@ -285,7 +285,10 @@ final class ControlServerTests: XCTestCase {
         var result = try ctl("pause")
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout, "paused: \"First Song\" by Artist A  00:12 / 03:00  volume 100%\n")
-        XCTAssertEqual(try ctl("volume", "Living Room", "30").status, 0)
+        result = try ctl("volume", "Living Room", "30")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdout.hasPrefix("paused: "), result.stdout)
+        XCTAssertTrue(result.stdout.contains("\n[L2] Living Room (lounge)  volume 30%  offset"), "the listener's line too:\n\(result.stdout)")
         XCTAssertEqual(try ctl("volume", "45%").status, 0)
         XCTAssertEqual(try ctl("seek", "61").status, 0)
         XCTAssertEqual(try ctl("add", "music/one.mp3").status, 0)
@@ -317,9 +320,10 @@ final class ControlServerTests: XCTestCase {
         XCTAssertTrue(sideways.stderr.contains("sideways is not a channel: stereo|left|right|mono"), sideways.stderr)
         XCTAssertEqual(try ctl("channel", "Kitchen").status, 64)
 
-        let nobody = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(freePort())", "pause"], timeout: 30)
+        let closed = freePort()
+        let nobody = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(closed)", "pause"], timeout: 30)
         XCTAssertEqual(nobody.status, 7)
-        XCTAssertTrue(nobody.stderr.hasPrefix("broadcaster: error [io]: cannot reach the party's remote control"), nobody.stderr)
+        XCTAssertEqual(nobody.stderr, "broadcaster: error [io]: cannot reach the party's remote control: nothing listens at 127.0.0.1:\(closed) (connection refused)\n")
 
         try await restart(key: PartyKey(secret: secret))
         let url2 = "http://127.0.0.1:\(server.port)"

@@ -73,6 +73,8 @@ final class PartyCommandTests: XCTestCase {
     var party: Party!
     var decoder = WireFrameDecoder()
     var listener = Listener()
+    /// The snapshot the last command that was carried out answered with.
+    var answered: PartySnapshot?
 
     override func setUp() {
         clock = ManualClock()
@@ -84,7 +86,7 @@ final class PartyCommandTests: XCTestCase {
             ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
         }
         let clock = clock!
-        party = Party(sources: sources, library: [], options: options, fanout: fanout, logger: logger,
+        party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
                       opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, now: { clock.now })
         channel = EmbeddedChannel()
         XCTAssertNotNil(fanout.join(channel: channel, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
@@ -123,14 +125,12 @@ final class PartyCommandTests: XCTestCase {
         listener.metadata = []
     }
 
-    /// Applies a command as the pacer does between chunks, and reads what it sent.
+    /// Applies a command as the pacer does between chunks, keeps the party's answer, and reads what it sent.
     @discardableResult
     func command(_ command: PartyCommand) throws -> PartyCommandError? {
-        do throws(PartyCommandError) {
-            try party.apply(command)
-            party.publishState()
-        } catch {
-            return error
+        switch party.answer(.command(command)) {
+        case .success(let snapshot): answered = snapshot
+        case .failure(let refusal): return refusal
         }
         try pump()
         return nil
