@@ -144,8 +144,8 @@ struct ControlAPI: Sendable {
 
     /// Only /api/events upgrades; it authenticates by its first message, which a browser can send
     /// where it cannot set a header.
-    func webSocketRouter() -> Router<ControlWebSocketContext> {
-        let router = Router(context: ControlWebSocketContext.self)
+    func webSocketRouter() -> Router<WebSocketPeerContext> {
+        let router = Router(context: WebSocketPeerContext.self)
         // A refused upgrade falls through to the HTTP router, whose same checks answer 421 or 403.
         router.add(middleware: HostCheck(names: names, refusals: refusals))
         router.add(middleware: SameOrigin(refusals: refusals))

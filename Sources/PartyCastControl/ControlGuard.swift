@@ -112,14 +112,14 @@ struct ControlContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// The event stream's context: Hummingbird's WebSocket one, plus the client's address (for the
-/// per-address key throttle).
-struct ControlWebSocketContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<Self>
-    let remoteAddress: SocketAddress?
+/// A WebSocket route's context: Hummingbird's WebSocket one, plus the client's address (for the
+/// per-address key throttle and connection caps). The remote's event stream and Sendspin's use it.
+public struct WebSocketPeerContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let webSocket: WebSocketHandlerReference<Self>
+    public let remoteAddress: SocketAddress?
 
-    init(source: Source) {
+    public init(source: Source) {
         coreContext = .init(source: source)
         webSocket = .init()
         remoteAddress = source.channel.remoteAddress

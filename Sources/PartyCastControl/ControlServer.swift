@@ -15,16 +15,11 @@ import ServiceLifecycle
 /// until that group's graceful shutdown and then shuts its own down.
 public final class ControlServer: Service, Sendable {
     /// The port bound (the one asked for, or the one the system picked for 0).
-    public let port: Int
-    private let services: ServiceGroup
-    private let stopped: EventLoopFuture<Void>
-    private let running: Task<Void, Never>
-    private let eventLoop: any EventLoop
+    public var port: Int { application.port }
+    private let application: BoundApplication
 
     /// Idle keep-alive connections close after this; silent new ones sooner (`ControlConnections`).
     static let idleTimeout = TimeAmount.seconds(30)
-    /// How long open connections (a WebSocket gets a close frame) may take to finish at shutdown.
-    static let shutdownDeadline = TimeAmount.seconds(2)
 
     /// Returns once bound, so a busy port is an error here rather than a log line later.
     /// - Parameter names: the Host names it answers to (default: this machine's own, `OwnNames.current`).
@@ -47,63 +42,20 @@ public final class ControlServer: Service, Sendable {
                                                                     configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
                                 connections: connections)
         }
-        let eventLoop = group.next()
-        let bound = eventLoop.makePromise(of: Int.self)
-        let stopped = eventLoop.makePromise(of: Void.self)
-        let app = Application(
-            router: api.router(),
-            server: server,
-            configuration: .init(address: .hostname(host, port: port), serverName: nil),
-            onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
-            eventLoopGroupProvider: .shared(group),
-            logger: serverLogger)
-        // No signals here: the process's own group has them, and ends this one through `run`.
-        let services = ServiceGroup(configuration: .init(services: [app], logger: serverLogger))
-        let running = Task {
-            do {
-                try await services.run()
-                bound.fail(ControlServerError.stoppedBeforeBinding)
-            } catch {
-                bound.fail(error)
-            }
-            stopped.succeed(())
-        }
         do {
-            self.port = try await bound.futureResult.get()
+            application = try await BoundApplication(group: group, logger: serverLogger) { onServerRunning in
+                Application(router: api.router(), server: server, configuration: .init(address: .hostname(host, port: port), serverName: nil),
+                            onServerRunning: onServerRunning, eventLoopGroupProvider: .shared(group), logger: serverLogger)
+            }
         } catch {
-            running.cancel()
-            // The task fulfils `stopped` right after failing `bound`; it never fails.
-            try? await stopped.futureResult.get()
-            throw PartyCastError(.io, "cannot serve the remote control on \(host):\(port): \(Self.describe(error)) (choose another with --control-port)")
+            throw PartyCastError(.io, "cannot serve the remote control on \(host):\(port): \(BoundApplication.describe(error)) (choose another with --control-port)")
         }
-        self.services = services
-        self.stopped = stopped.futureResult
-        self.running = running
-        self.eventLoop = eventLoop
     }
 
     /// Serves until the process's graceful shutdown (or cancellation), then stops.
-    public func run() async throws {
-        do { try await gracefulShutdown() } catch { /* cancelled: stop all the same */ }
-        await stop()
-    }
+    public func run() async throws { try await application.run() }
 
     /// Closes the listening socket and every connection: gracefully (WebSockets get a close frame)
-    /// for up to `shutdownDeadline`, then by cancelling what is left.
-    public func stop() async {
-        await services.triggerGracefulShutdown()
-        let timer = eventLoop.scheduleTask(in: Self.shutdownDeadline) { [running] in running.cancel() }
-        // `stopped` never fails (see init).
-        try? await stopped.get()
-        timer.cancel()
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? IOError { return error.description.replacingOccurrences(of: "bind(descriptor:ptr:bytes:): ", with: "") }
-        return "\(error)"
-    }
-}
-
-enum ControlServerError: Error {
-    case stoppedBeforeBinding
+    /// for up to `BoundApplication.shutdownDeadline`, then by cancelling what is left.
+    public func stop() async { await application.stop() }
 }

@@ -41,19 +41,6 @@ enum NoiseCrypto {
         return digest
     }
 
-    /// HMAC-SHA-256 under a key of any length (Noise's HKDF keys it with its 32-byte chaining key,
-    /// but the streaming calls take any).
-    static func hmacSHA256(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
-        _ = SecretKey.sodiumReady
-        var state = crypto_auth_hmacsha256_state()
-        var tag = [UInt8](repeating: 0, count: Int(crypto_auth_hmacsha256_BYTES))
-        // The streaming calls return 0 always.
-        _ = crypto_auth_hmacsha256_init(&state, key, key.count)
-        _ = crypto_auth_hmacsha256_update(&state, message, UInt64(message.count))
-        _ = crypto_auth_hmacsha256_final(&state, &tag)
-        return tag
-    }
-
     /// Whether this machine can run AES-256-GCM: libsodium has it only with AES-NI (x86), not on a
     /// Raspberry Pi's ARM, where the AESGCM suite is then neither offered nor accepted.
     static let aesGCMAvailable: Bool = {

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import PartyCastWire
 
 /// The Noise suites aiosendspin 10 offers for `Noise_KKpsk2_<suite>` (its `NoiseCipherSuite`).
 public enum NoiseSuite: String, Sendable, CaseIterable {
@@ -69,11 +70,11 @@ struct NoiseSymmetric: Sendable {
 
     /// Noise's HKDF (§4.3): HMAC-SHA256 extract, then up to three chained outputs.
     static func hkdf(_ chainingKey: [UInt8], _ input: [UInt8], outputs: Int) -> [[UInt8]] {
-        let temp = NoiseCrypto.hmacSHA256(key: chainingKey, input)
+        let temp = SecretKey(chainingKey).hmacSHA256(input)
         var results: [[UInt8]] = []
         var previous: [UInt8] = []
         for index in 1...outputs {
-            previous = NoiseCrypto.hmacSHA256(key: temp, previous + [UInt8(index)])
+            previous = SecretKey(temp).hmacSHA256(previous + [UInt8(index)])
             results.append(previous)
         }
         return results

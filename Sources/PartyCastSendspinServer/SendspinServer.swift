@@ -25,16 +25,11 @@ public final class SendspinServer: Service, Sendable {
     /// WebSocket close code 1013 ("Try Again Later", IANA's registry), which NIO does not name.
     static let tryAgainLater = WebSocketErrorCode.unknown(1013)
     static let idleTimeout = TimeAmount.seconds(10)
-    /// How long open connections (each gets a close frame) may take to finish at shutdown.
-    static let shutdownDeadline = TimeAmount.seconds(2)
 
-    public let port: Int
+    public var port: Int { application.port }
     /// Its Sendspin server id (its Noise key).
     public let serverID: String
-    private let services: ServiceGroup
-    private let stopped: EventLoopFuture<Void>
-    private let running: Task<Void, Never>
-    private let eventLoop: any EventLoop
+    private let application: BoundApplication
 
     /// Returns once bound, so a busy port is an error here rather than a log line later.
     /// - Parameter group: the process's event loops (its one group).
@@ -44,7 +39,7 @@ public final class SendspinServer: Service, Sendable {
         let guarded = ControlConnections(refusals: fanout.refusals, label: "Sendspin", perAddress: Self.maxConnectionsPerAddress, total: Self.maxConnections,
                                          overCap: .connectionsTotal, silent: .silentPeer)
         let context = SendspinConnection.Shared(party: party, fanout: fanout, serverKey: key, serverName: name, logger: logger)
-        let router = Router(context: SendspinRequestContext.self)
+        let router = Router(context: WebSocketPeerContext.self)
         router.ws(RouterPath(stringLiteral: String(Self.path.dropFirst()))) { inbound, outbound, request in
             let address = request.requestContext.remoteAddress?.ipAddress ?? "?"
             try await SendspinConnection(shared: context, address: address).run(inbound: inbound, outbound: outbound)
@@ -52,73 +47,32 @@ public final class SendspinServer: Service, Sendable {
         let webSocketResponder = router.buildResponder()
         var serverLogger = logger
         if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
-        let eventLoop = group.next()
-        let bound = eventLoop.makePromise(of: Int.self)
-        let stopped = eventLoop.makePromise(of: Void.self)
-        let app = Application(
-            router: Router(),
-            // The remote control's guard: connections capped per address and in all, and closed when
-            // silent (no upgrade request) for 10 s.
-            server: HTTPServerBuilder { responder in
-                GuardedChildChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
-                                                                        configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
-                                    connections: guarded)
-            },
-            configuration: .init(address: .hostname(host, port: port), serverName: nil),
-            onServerRunning: { channel in bound.succeed(channel.localAddress?.port ?? port) },
-            eventLoopGroupProvider: .shared(group),
-            logger: serverLogger)
-        // No signals here: the process's own group has them, and ends this one through `run`.
-        let services = ServiceGroup(configuration: .init(services: [app], logger: serverLogger))
-        let running = Task {
-            do {
-                try await services.run()
-                bound.fail(PartyCastError(.io, "stopped before it could listen"))
-            } catch {
-                bound.fail(error)
-            }
-            stopped.succeed(())
-        }
         do {
-            self.port = try await bound.futureResult.get()
+            application = try await BoundApplication(group: group, logger: serverLogger) { onServerRunning in
+                Application(
+                    router: Router(),
+                    // The remote control's guard: connections capped per address and in all, and closed when
+                    // silent (no upgrade request) for 10 s.
+                    server: HTTPServerBuilder { responder in
+                        GuardedChildChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                                configuration: .init(http1: .init(idleTimeout: Self.idleTimeout))),
+                                            connections: guarded)
+                    },
+                    configuration: .init(address: .hostname(host, port: port), serverName: nil),
+                    onServerRunning: onServerRunning,
+                    eventLoopGroupProvider: .shared(group),
+                    logger: serverLogger)
+            }
         } catch {
-            running.cancel()
-            // The task fulfils `stopped` right after failing `bound`; it never fails.
-            try? await stopped.futureResult.get()
-            throw PartyCastError(.io, "cannot serve Sendspin on \(host):\(port): \(error) (choose another with --sendspin-port, or --no-sendspin)")
+            throw PartyCastError(.io, "cannot serve Sendspin on \(host):\(port): \(BoundApplication.describe(error)) (choose another with --sendspin-port, or --no-sendspin)")
         }
         serverID = SendspinHandshake(serverKey: key).serverID
-        self.services = services
-        self.stopped = stopped.futureResult
-        self.running = running
-        self.eventLoop = eventLoop
     }
 
     /// Serves until the process's graceful shutdown (or cancellation), then stops.
-    public func run() async throws {
-        do { try await gracefulShutdown() } catch { /* cancelled: stop all the same */ }
-        await stop()
-    }
+    public func run() async throws { try await application.run() }
 
-    /// Closes the listening socket and every connection: gracefully for up to `shutdownDeadline`,
-    /// then by cancelling what is left.
-    public func stop() async {
-        await services.triggerGracefulShutdown()
-        let timer = eventLoop.scheduleTask(in: Self.shutdownDeadline) { [running] in running.cancel() }
-        // `stopped` never fails (see init).
-        try? await stopped.get()
-        timer.cancel()
-    }
-}
-
-struct SendspinRequestContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<Self>
-    let remoteAddress: SocketAddress?
-
-    init(source: Source) {
-        coreContext = .init(source: source)
-        webSocket = .init()
-        remoteAddress = source.channel.remoteAddress
-    }
+    /// Closes the listening socket and every connection: gracefully for up to
+    /// `BoundApplication.shutdownDeadline`, then by cancelling what is left.
+    public func stop() async { await application.stop() }
 }

@@ -6,7 +6,7 @@ import CSodium
 public struct SecretKey: Sendable, Equatable {
     let bytes: [UInt8]
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     public static func == (lhs: SecretKey, rhs: SecretKey) -> Bool { constantTimeEqual(lhs.bytes, rhs.bytes) }
 
@@ -29,12 +29,15 @@ public struct SecretKey: Sendable, Equatable {
         return SecretKey(output)
     }
 
-    /// HMAC-SHA-256 of `message` under this key (32 bytes, as crypto_auth_hmacsha256 takes).
-    func hmacSHA256(_ message: [UInt8]) -> [UInt8] {
+    /// HMAC-SHA-256 of `message` under this key, of any length.
+    public func hmacSHA256(_ message: [UInt8]) -> [UInt8] {
         _ = SecretKey.sodiumReady
-        precondition(bytes.count == Int(crypto_auth_hmacsha256_KEYBYTES))
+        var state = crypto_auth_hmacsha256_state()
         var tag = [UInt8](repeating: 0, count: Int(crypto_auth_hmacsha256_BYTES))
-        _ = crypto_auth_hmacsha256(&tag, message, UInt64(message.count), bytes)  // no failure mode: returns 0
+        // The streaming calls return 0 always; they take keys of any length (hashing long ones, as HMAC does).
+        _ = crypto_auth_hmacsha256_init(&state, bytes, bytes.count)
+        _ = crypto_auth_hmacsha256_update(&state, message, UInt64(message.count))
+        _ = crypto_auth_hmacsha256_final(&state, &tag)
         return tag
     }
 
