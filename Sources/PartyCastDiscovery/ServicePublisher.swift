@@ -23,9 +23,9 @@ public enum PublisherEvent: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Publishes `_partycast._tcp` (or another `type`, e.g. Sendspin's) (IPv4) with TXT records for as long as it lives. avahi-daemon being
-/// absent, stopping or restarting is not an error: one `.daemonUnavailable` warning, then the
-/// service is published again when the daemon is back.
+/// Publishes `_partycast._tcp` (or another `type`, Sendspin's) on IPv4 with TXT records for as long
+/// as it lives. avahi-daemon being absent, stopping or restarting is not an error: one
+/// `.daemonUnavailable` warning, then the service is published again when the daemon is back.
 ///
 /// `onEvent` runs on avahi's thread. It may read `publishedName` and call `update(txt:)`, but must
 /// not call `stop()` (which joins that thread).

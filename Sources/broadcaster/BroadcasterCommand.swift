@@ -152,11 +152,14 @@ struct Share: AsyncParsableCommand {
         var sendspinPublisher: ServicePublisher?
         if let sendspinServer {
             logger.info("Sendspin players join at ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
-            // Only where the party's own advertisement works: without avahi-daemon its warning said so, once.
             if publisher != nil {
                 do throws(PartyCastError) {
                     sendspinPublisher = try ServicePublisher(name: options.name, type: PartyCastService.sendspinServerType, port: sendspinServer.port,
-                                                             txt: ["path": SendspinServer.path, "name": options.name]) { event in logger.info("mDNS (Sendspin): \(event)") }
+                                                             txt: ["path": SendspinServer.path, "name": options.name]) { event in
+                        // The party's own publisher already says when avahi-daemon is away: one warning, not two.
+                        if case .daemonUnavailable = event { return }
+                        logger.info("mDNS (Sendspin): \(event)")
+                    }
                 } catch {
                     logger.warning("not advertising Sendspin over mDNS (\(error.message)); players can still dial ws://\(host):\(sendspinServer.port)\(SendspinServer.path)")
                 }
