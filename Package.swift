@@ -249,7 +249,7 @@ let package = Package(
                     exclude: ["sendspin"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // Sendspin's messages and session, hostile and fuzzed, and against aiosendspin's own models.
-        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
+        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastSources", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
             "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,6 +1,7 @@
 import Foundation
 import PartyCastSendspin
 import PartyCastTestSupport
+import PartyCastSources
 import XCTest
 
 /// The encrypted opening aiosendspin 10's clients (`sendspin daemon`) insist on, against that
@@ -125,7 +126,7 @@ final class SendspinEncryptedTests: XCTestCase {
         let clientKey = X25519KeyPair()
         let clientID = Data(clientKey.publicKey).base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
         let clientInit = #"{"type":"client/init","payload":{"client_id":"\#(clientID)","version":1,"suite":"25519_ChaChaPoly_SHA256"}}"#
-        var random = SendspinFuzzTests.Seeded(state: 2)
+        var random = SplitMix64(seed: 2)
         for length in [0, 31, 48, 64, 200] {
             var handshake = SendspinHandshake(serverKey: .init())
             guard case .reply = handshake.receive(text: Array(clientInit.utf8)) else { return XCTFail("client/init refused") }

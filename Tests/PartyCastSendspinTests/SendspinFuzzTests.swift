@@ -1,21 +1,10 @@
 import PartyCastSendspin
+import PartyCastSources
 import XCTest
 
 /// Random and mutated messages against the session and the frame parser: nothing traps, every
 /// message is either acted on, counted bad or skipped, and the session ends only by saying why.
 final class SendspinFuzzTests: XCTestCase {
-    /// SplitMix64: the same run every time, so a failure can be replayed.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let seeds = [
         SendspinSessionTests.specHello,
         #"{"type":"client/time","payload":{"client_transmitted":123456}}"#,
@@ -28,7 +17,7 @@ final class SendspinFuzzTests: XCTestCase {
     static let splices = ["1e400", "-9223372036854775809", "9223372036854775807", "0.5", "null", "[]", "{}", "\"\u{0}\"",
                           String(repeating: "[", count: 300), "\"\\ud800\"", "true", "\"player@v1\""]
 
-    func mutate(_ text: String, _ random: inout Seeded) -> [UInt8] {
+    func mutate(_ text: String, _ random: inout SplitMix64) -> [UInt8] {
         var bytes = Array(text.utf8)
         for _ in 0..<Int.random(in: 1...4, using: &random) {
             let at = bytes.isEmpty ? 0 : Int.random(in: 0..<bytes.count, using: &random)
@@ -44,7 +33,7 @@ final class SendspinFuzzTests: XCTestCase {
     }
 
     func testMutatedMessagesAreActedOnCountedOrSkippedAndNeverTrap() {
-        var random = Seeded(state: 28)
+        var random = SplitMix64(seed: 28)
         var closes = 0
         for round in 0..<400 {
             var session = SendspinServerSession(serverID: "s", serverName: "S", transport: round.isMultiple(of: 2) ? .plain : .encrypted(clientID: "c"),
@@ -83,7 +72,7 @@ final class SendspinFuzzTests: XCTestCase {
     }
 
     func testRandomBinaryMessagesParseWithinTheirBounds() {
-        var random = Seeded(state: 4)
+        var random = SplitMix64(seed: 4)
         for _ in 0..<20_000 {
             let bytes = (0..<Int.random(in: 0...32, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             for header in [SendspinFrame.AudioHeader.spec, .withSendAhead] {
