@@ -247,13 +247,8 @@ public final class Fanout: Sendable {
                 _ = hangUp(channel, name: name, after: first + [farewell.bytes], deadline: farewell.deadline)
                 return nil
             }
-            // What is queued goes to the others first: the backlog below already holds it.
-            flushBatch(&s)
-            let id = s.nextID
-            s.nextID += 1
-            s.everJoined += 1
-            let now = monotonicNanoseconds()
-            let unplayed = s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.bytes)
+            let (id, backlog) = admit(&s)
+            let unplayed = backlog.map(\.bytes)
             let greeted = greeting(for: listenerID, in: s)
             for m in first + s.preamble + greeted + unplayed { channel.write(m, promise: nil) }
             channel.flush()
@@ -275,6 +270,17 @@ public final class Fanout: Sendable {
         return messages
     }
 
+    /// A joining listener's id and the chunks it has yet to hear (under the lock). What is queued goes
+    /// to the others first: the backlog already holds it.
+    private func admit(_ s: inout State) -> (id: Int, backlog: [Chunk]) {
+        flushBatch(&s)
+        let id = s.nextID
+        s.nextID += 1
+        s.everJoined += 1
+        let now = monotonicNanoseconds()
+        return (id, s.backlog.filter { $0.presentationNanoseconds >= now })
+    }
+
     /// Registers a listener of another protocol (`PCMOutlet`) and hands it its gain and the
     /// not-yet-played chunks; nil (and the outlet finished) after `finish`.
     public func join(outlet: any PCMOutlet, listenerID: String, name: String, host: String, address: String) -> Int? {
@@ -284,14 +290,10 @@ public final class Fanout: Sendable {
                 outlet.finish()
                 return nil
             }
-            flushBatch(&s)
-            let id = s.nextID
-            s.nextID += 1
-            s.everJoined += 1
-            let now = monotonicNanoseconds()
+            let (id, backlog) = admit(&s)
             outlet.gain(s.greeting.gains[listenerID] ?? s.greeting.defaultGain, at: 0, rampFrames: 0)
             if let offset = s.greeting.remoteSettings[listenerID]?.latencyOffsetMilliseconds { outlet.latencyOffset(milliseconds: offset) }
-            outlet.deliver(s.backlog.filter { $0.presentationNanoseconds >= now }.map(\.pcm))
+            outlet.deliver(backlog.map(\.pcm))
             s.outlets[id] = (PeerInfo(id: id, listenerID: listenerID, name: name, host: host, address: address), outlet)
             return id
         }
