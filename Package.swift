@@ -64,7 +64,6 @@ let package = Package(
         // No traits: swift-configuration (ConfigurationSupport) is a module tree PartyCast never calls.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
@@ -75,6 +74,7 @@ let package = Package(
         systemLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
         lazySystemLibrary("CFAAD2", apt: "libfaad-dev"),
         lazySystemLibrary("CFLAC", apt: "libflac-dev"),
+        lazySystemLibrary("CCurl", apt: "libcurl4-openssl-dev"),
         lazySystemLibrary("CVorbisFile", apt: "libvorbis-dev"),
         systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
         // ristretto255 and SHA-512 for the party key's PAKE (CPace).
@@ -88,12 +88,8 @@ let package = Package(
         // Byte sources that hand out data in arbitrary pieces, as a network would; PCM generators.
         .target(name: "PartyCastSources", dependencies: ["PartyCastCore"]),
         // http(s):// byte sources: internet radio (ICY titles, reconnects) and remote files (Range
-        // seeks), over SwiftNIO's HTTP/1 pieces (why not AsyncHTTPClient: see HTTPConnection.swift).
-        .target(name: "PartyCastHTTP", dependencies: [
-            "PartyCastCore",
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
-        ]),
+        // seeks), over libcurl opened at first use (why: see HTTPConnection.swift).
+        .target(name: "PartyCastHTTP", dependencies: ["PartyCastCore", "CCurl"]),
         // Incremental MP3 parsing: frame sync, headers, Xing/Info/VBRI, ID3.
         .target(name: "PartyCastMP3Parser", dependencies: ["PartyCastCore"], swiftSettings: optimizedInDebug),
         // Encoded streams → Float32 PCM, the format chosen by the stream's first bytes (DecoderRegistry):
@@ -222,8 +218,6 @@ let package = Package(
         // The HTTP source against real servers (icecast2 fed by ezstream) and fake ones (Python, loopback).
         .testTarget(name: "HTTPSourceTests", dependencies: [
             "PartyCastHTTP", "PartyCastDecoder", "PartyCastCore", "PartyCastSources", "PartyCastTestSupport",
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
         ], exclude: ["servers"]),
         // Each decoder against Debian's reference decoder for its format, sniffing, seeking and hostile input.
         .testTarget(name: "DecoderTests", dependencies: ["PartyCastDecoder", "PartyCastSources", "PartyCastCore", "PartyCastTestSupport"]),

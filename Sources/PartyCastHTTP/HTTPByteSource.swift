@@ -1,5 +1,4 @@
 import FoundationEssentials
-import NIOHTTP1
 import PartyCastCore
 
 /// An http:// or https:// stream as bytes: internet radio (Icecast/SHOUTcast, with ICY titles in
@@ -75,12 +74,12 @@ public final class HTTPByteSource: ByteSource {
         self.options = options
         self.onEvent = onEvent
         let first = try resolve(parsed, range: nil, depth: 0, visited: [])
-        let headers = first.head.headers
-        let metaint = headers.first(name: "icy-metaint").flatMap { Int($0) }
-        if metaint == nil, first.head.status == .ok, let total = headers.first(name: "content-length").flatMap({ Int64($0) }) {
+        let head = first.head
+        let metaint = head.value("icy-metaint").flatMap { Int($0) }
+        if metaint == nil, head.status == 200, let total = head.value("content-length").flatMap({ Int64($0) }) {
             length = total
             canSeek = true
-            switch headers.first(name: "accept-ranges")?.lowercased() {
+            switch head.value("accept-ranges")?.lowercased() {
             case "bytes": rangeCapable = true
             case "none": rangeCapable = false
             default: break
@@ -121,7 +120,7 @@ public final class HTTPByteSource: ByteSource {
                 if bytes.isEmpty { continue }
                 position += Int64(bytes.count)
                 return bytes
-            case .end where Self.endsByItself(connection.head.headers):
+            case .end where Self.endsByItself(connection.head):
                 return []
             case .end:
                 try recover(from: "the server ended the stream")
@@ -134,8 +133,8 @@ public final class HTTPByteSource: ByteSource {
 
     /// A body with a length (or chunked) ends when it is complete; one delimited by the connection
     /// closing (a live stream's) ends by dropping.
-    private static func endsByItself(_ headers: HTTPHeaders) -> Bool {
-        headers.first(name: "content-length") != nil || headers.first(name: "transfer-encoding")?.lowercased().contains("chunked") == true
+    private static func endsByItself(_ head: ResponseHead) -> Bool {
+        head.value("content-length") != nil || head.value("transfer-encoding")?.lowercased().contains("chunked") == true
     }
 
     public func seek(to offset: Int64) throws(PartyCastError) {
@@ -159,8 +158,8 @@ public final class HTTPByteSource: ByteSource {
     private func adopt(_ new: HTTPConnection, range: Int64?) {
         connection = new
         let head = new.head
-        icy = head.headers.first(name: "icy-metaint").flatMap { Int($0) }.flatMap { $0 > 0 ? ICYDemuxer(interval: $0) : nil }
-        if icy != nil || head.headers.first(name: "icy-name") != nil {
+        icy = head.value("icy-metaint").flatMap { Int($0) }.flatMap { $0 > 0 ? ICYDemuxer(interval: $0) : nil }
+        if icy != nil || head.value("icy-name") != nil {
             let station = Self.rawHeader("icy-name", in: new.rawHead).map { ICYMetadata.text($0) }
             tags.withLockedValue { tags in
                 var updated = tags ?? TrackTags()
@@ -169,7 +168,7 @@ public final class HTTPByteSource: ByteSource {
             }
         }
         if let range, range > 0 {
-            if head.status == .partialContent {
+            if head.status == 206 {
                 rangeCapable = true
             } else {
                 rangeCapable = false
@@ -187,7 +186,7 @@ public final class HTTPByteSource: ByteSource {
         }
     }
 
-    /// A header's value as the server sent its bytes (NIO's are UTF-8 with replacements).
+    /// A header's value as the server sent its bytes (curl's are read here as UTF-8, with replacements).
     static func rawHeader(_ name: String, in head: [UInt8]) -> [UInt8]? {
         let key = Array((name + ":").utf8)
         for line in head.split(separator: 10) {
@@ -242,11 +241,11 @@ public final class HTTPByteSource: ByteSource {
             let connection = try HTTPConnection.open(current, range: range, timeouts: options.timeouts, signal: signal)
             let head = connection.head
             let name = current.absoluteString
-            switch head.status.code {
+            switch head.status {
             case 301, 302, 303, 307, 308:
                 connection.close()
-                guard let location = head.headers.first(name: "location"), let next = URL(string: location, relativeTo: current)?.absoluteURL else {
-                    throw PartyCastError(.io, "\(name): a redirect (HTTP \(head.status.code)) without a usable Location; check the address")
+                guard let location = head.value("location"), let next = URL(string: location, relativeTo: current)?.absoluteURL else {
+                    throw PartyCastError(.io, "\(name): a redirect (HTTP \(head.status)) without a usable Location; check the address")
                 }
                 redirects += 1
                 guard redirects <= Self.maxRedirects else {
@@ -258,23 +257,23 @@ public final class HTTPByteSource: ByteSource {
                 break
             case 404, 410:
                 connection.close()
-                throw PartyCastError(.fileNotFound, "\(name): not found (HTTP \(head.status.code)); check the address")
+                throw PartyCastError(.fileNotFound, "\(name): not found (HTTP \(head.status)); check the address")
             case 401, 403:
                 connection.close()
-                throw PartyCastError(.permissionDenied, "\(name): access refused (HTTP \(head.status.code) \(head.status.reasonPhrase)); the stream may need a login")
+                throw PartyCastError(.permissionDenied, "\(name): access refused (HTTP \(head.status) \(head.reason)); the stream may need a login")
             default:
                 connection.close()
-                throw PartyCastError(.io, "\(name): the server answered HTTP \(head.status.code) \(head.status.reasonPhrase); try again later")
+                throw PartyCastError(.io, "\(name): the server answered HTTP \(head.status) \(head.reason); try again later")
             }
 
-            let type = (head.headers.first(name: "content-type") ?? "").split(separator: ";").first.map { String($0).lowercased() } ?? ""
+            let type = (head.value("content-type") ?? "").split(separator: ";").first.map { String($0).lowercased() } ?? ""
             if type == "text/html" || type == "application/xhtml+xml" {
                 connection.close()
                 throw PartyCastError(.notAudio, "\(name) is an HTML page (\(type)), not an audio stream; give the address of the stream itself")
             }
             var isPlaylist = Playlist.isPlaylistContentType(type)
             let surelyAudio = type.hasPrefix("audio/") || type.hasPrefix("video/") || type == "application/ogg"
-            if !isPlaylist, !surelyAudio, head.headers.first(name: "icy-metaint") == nil {
+            if !isPlaylist, !surelyAudio, head.value("icy-metaint") == nil {
                 let deadline = monotonicNanoseconds() + options.timeouts.headers.nanoseconds
                 isPlaylist = connection.peek(1024, deadline: deadline).flatMap(Playlist.recognise) != nil
             }

@@ -1,17 +1,43 @@
+import CCurl
 import FoundationEssentials
-import NIOCore
-import NIOHTTP1
-import NIOPosix
-import NIOSSL
 import PartyCastCore
 
-// NIO's HTTP/1 pieces rather than AsyncHTTPClient: SHOUTcast v1 answers `ICY 200 OK`, which NIO's
-// llhttp-based HTTPResponseDecoder refuses ("Expected HTTP/, RTSP/ or ICE/"; see
-// HTTPSourceTests.testNIOResponseDecoderRefusesICYWithoutTheShim), so a handler has to rewrite the status
-// line before the decoder sees it, and AsyncHTTPClient's pipeline cannot take one. Owning the
-// pipeline also gives the read-on-demand backpressure and the raw header bytes (below).
+// libcurl rather than SwiftNIO's HTTP/1 pieces and NIOSSL: the same HTTP and TLS (the system's trust
+// store) without BoringSSL compiled into every build, and opened only when a stream is http(s)://.
+// SHOUTcast v1's `ICY 200 OK` is an alias of HTTP/1.0 200 (CURLOPT_HTTP200ALIASES).
 
-/// What wakes the reading thread: news from a connection's event loop, or `wakeReader` (a stop).
+/// libcurl's functions, once: curl_global_init is not to run beside other curl calls.
+private let curlLibrary: Result<Curl, PartyCastError> = loadCLibrary("libcurl", code: .io, partycast_curl_open).flatMap { table in
+    let code = table.functions.curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    guard code == CURLE_OK else { return .failure(PartyCastError(.io, "libcurl cannot start: \(curlText(table.functions.curl_easy_strerror(code)))")) }
+    return .success(Curl(table: table))
+}
+
+/// curl's words for an error code.
+private func curlText(_ text: UnsafePointer<CChar>?) -> String {
+    text.map { String(cString: $0) } ?? "unknown error"
+}
+
+/// The table of libcurl's functions.
+private struct Curl: @unchecked Sendable {
+    // @unchecked: an immutable table of function addresses, filled once before anyone reads it.
+    let table: PartyCastCurl
+    var functions: PartyCastCurlFunctions { table.functions }
+
+    func set(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ value: Int) {
+        _ = partycast_curl_set_long(table.setopt, handle, option, value)
+    }
+
+    func set(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ value: String) {
+        _ = value.withCString { partycast_curl_set_pointer(table.setopt, handle, option, $0) }
+    }
+
+    func set(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, pointer: UnsafeRawPointer?) {
+        _ = partycast_curl_set_pointer(table.setopt, handle, option, pointer)
+    }
+}
+
+/// What wakes the reading thread: news from a transfer, or `wakeReader` (a stop).
 final class ReaderSignal: Sendable {
     let wakeup = Wakeup()
     private let stopped = LockedValueBox(false)
@@ -35,30 +61,62 @@ final class ReaderSignal: Sendable {
     }
 }
 
-/// One HTTP request and its response, read by a blocking thread: the event loop fills a bounded
-/// buffer and stops reading from the socket while it is full (autoRead off, a read() per batch).
+/// A response's status line and headers, as libcurl read them.
+struct ResponseHead: Sendable {
+    let status: Int
+    let reason: String
+    let headers: [(name: String, value: String)]
+
+    /// The first value of a header, its name matched without regard to case.
+    func value(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name.lowercased() == wanted }?.value
+    }
+}
+
+/// One HTTP request and its response, read by a blocking thread while libcurl runs the transfer on a
+/// thread of its own. The body waits in a bounded buffer; while it is full, curl's write callback
+/// waits too, so curl stops reading from the socket and the server's sends back up.
 final class HTTPConnection: Sendable {
-    /// Reading from the socket pauses above this many buffered bytes, resumes below half of it.
+    /// curl waits above this many buffered bytes, goes on below half of it.
     static let bufferLimit = 512 * 1024
-    /// Raw response-head bytes kept (for `icy-name`); NIO's decoder refuses heads over 80 KiB anyway.
+    /// Raw response-head bytes kept (for `icy-name`, often Latin-1); a longer head is refused.
     static let rawHeadLimit = 16 * 1024
 
+    enum Finish {
+        case complete
+        case failed(code: CURLcode, text: String)
+    }
+
     struct State {
-        var channel: Channel?
-        var connectFailure: Error?
-        var head: HTTPResponseHead?
+        var connected = false
+        var head: ResponseHead?
         var rawHead: [UInt8] = []
-        var body = ByteBuffer()
-        var ended = false
+        var headTooLong = false
+        var body: [UInt8] = []
+        /// Bytes of `body` already read.
+        var consumed = 0
+        var writerWaiting = false
+        var finished: Finish?
         var closed = false
-        var failure: Error?
-        var readPaused = false
         var received: Int64 = 0
+
+        var readable: Int { body.count - consumed }
+
+        mutating func take(_ count: Int) -> [UInt8] {
+            let bytes = Array(body[consumed..<consumed + count])
+            consumed += count
+            if consumed >= body.count / 2 {
+                body.removeFirst(consumed)
+                consumed = 0
+            }
+            return bytes
+        }
     }
 
     enum Outcome {
         case bytes([UInt8])
-        /// The body ended as HTTP says it does (the decoder's `.end`).
+        /// The body ended as HTTP says it does (curl finished the transfer).
         case end
         case dropped(String)
         case stopped
@@ -67,6 +125,8 @@ final class HTTPConnection: Sendable {
     let url: URL
     private let state = LockedValueBox(State())
     private let signal: ReaderSignal
+    /// Wakes curl's write callback when the reader has made room, or the connection was closed.
+    private let room = Wakeup()
 
     private init(url: URL, signal: ReaderSignal) {
         self.url = url
@@ -80,60 +140,15 @@ final class HTTPConnection: Sendable {
             throw PartyCastError(.invalidArgument, "\(name): not an http:// or https:// URL with a host")
         }
         let port = url.port ?? (scheme == "https" ? 443 : 80)
+        let curl = try curlLibrary.get()
         let connection = HTTPConnection(url: url, signal: signal)
-        let tls: NIOSSLContext?
-        if scheme == "https" {
-            switch tlsContext {
-            case .success(let context): tls = context
-            case .failure(let error): throw PartyCastError(.io, "\(name): cannot set up TLS (\(error))")
-            }
-        } else {
-            tls = nil
-        }
-        // SNI takes names, never address literals.
-        let sni = (try? SocketAddress(ipAddress: host, port: port)) == nil ? host : nil
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: (host.contains(":") ? "[\(host)]" : host) + (url.port.map { ":\($0)" } ?? ""))
-        headers.add(name: "User-Agent", value: "PartyCast")
-        headers.add(name: "Accept", value: "*/*")
-        headers.add(name: "Icy-MetaData", value: "1")
-        headers.add(name: "Connection", value: "close")
-        if let range, range > 0 { headers.add(name: "Range", value: "bytes=\(range)-") }
-        var path = url.path(percentEncoded: true)
-        if path.isEmpty { path = "/" }
-        if let query = url.query(percentEncoded: true) { path += "?" + query }
-        let request = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
+        try connection.start(curl, range: range, connectTimeout: timeouts.connect)
 
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.nanoseconds(Int64(timeouts.connect.nanoseconds)))
-            .channelOption(.autoRead, value: false)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    if let tls { try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: sni)) }
-                    try pipeline.addHandler(ICYStatusLineHandler(connection: connection))
-                    try pipeline.addHandler(HTTPRequestEncoder())
-                    try pipeline.addHandler(ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try pipeline.addHandler(ResponseHandler(request: request, connection: connection))
-                }
-            }
-        bootstrap.connect(host: host, port: port).whenComplete { result in
-            switch result {
-            case .success(let channel): connection.update { $0.channel = channel }
-            case .failure(let error): connection.update { $0.connectFailure = error }
-            }
-        }
         let connectDeadline = monotonicNanoseconds() + timeouts.connect.nanoseconds + 1_000_000_000
         let connected = signal.wait(until: connectDeadline) {
-            connection.state.withLockedValue { s -> Result<Void, Error>? in
-                if let error = s.connectFailure { return .failure(error) }
-                return s.channel == nil ? nil : .success(())
-            }
+            connection.state.withLockedValue { s -> Bool? in s.connected || s.finished != nil ? true : nil }
         }
-        switch connected {
-        case .success: break
-        case .failure(let error): throw PartyCastError(.io, "\(name): cannot connect to \(host):\(port) (\(describe(error))); check the address and that the server is up")
-        case nil:
+        guard connected != nil else {
             connection.close()
             if signal.isStopped { throw PartyCastError(.io, "\(name): stopped while connecting") }
             throw PartyCastError(.io, "\(name): cannot connect to \(host):\(port) within \(timeouts.connect.secondsText) s; check the address")
@@ -141,17 +156,23 @@ final class HTTPConnection: Sendable {
 
         let headDeadline = monotonicNanoseconds() + timeouts.headers.nanoseconds
         let answered = signal.wait(until: headDeadline) {
-            connection.state.withLockedValue { s -> Result<Void, Error>? in
+            connection.state.withLockedValue { s -> Result<Void, PartyCastError>? in
                 if s.head != nil { return .success(()) }
-                if let error = s.failure { return .failure(error) }
-                return s.closed ? .failure(ChannelError.eof) : nil
+                switch s.finished {
+                case nil: return nil
+                case .complete: return .failure(PartyCastError(.io, "\(name): the server closed the connection without answering"))
+                case .failed(let code, _) where !s.connected && [CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT].contains(code):
+                    return .failure(PartyCastError(.io, "\(name): cannot connect to \(host):\(port) (\(describe(s))); check the address and that the server is up"))
+                case .failed:
+                    return .failure(PartyCastError(.io, "\(name): \(describe(s))"))
+                }
             }
         }
         switch answered {
         case .success: return connection
         case .failure(let error):
             connection.close()
-            throw PartyCastError(.io, "\(name): \(describe(error))")
+            throw error
         case nil:
             connection.close()
             if signal.isStopped { throw PartyCastError(.io, "\(name): stopped while waiting for the server") }
@@ -159,36 +180,108 @@ final class HTTPConnection: Sendable {
         }
     }
 
-    /// One line for a network or protocol failure.
-    static func describe(_ error: Error) -> String {
-        switch error {
-        case NIOSSLError.handshakeFailed(let inner):
-            let detail = "\(inner)"
-            if detail.contains("CERTIFICATE_VERIFY_FAILED") {
-                return "the server's TLS certificate was not trusted (\(detail.contains("self-signed") || detail.contains("self signed") ? "self-signed" : "verification failed")); use a server with a valid certificate"
+    /// Sets up the transfer and runs it on a thread of its own, which holds the connection until
+    /// curl returns.
+    private func start(_ curl: Curl, range: Int64?, connectTimeout: Swift.Duration) throws(PartyCastError) {
+        guard let handle = curl.functions.curl_easy_init() else { throw PartyCastError(.io, "\(url.absoluteString): libcurl cannot start a transfer") }
+        let transfer = Transfer(connection: self, curl: curl, handle: handle)
+        let context = UnsafeRawPointer(Unmanaged.passUnretained(transfer).toOpaque())
+        curl.set(handle, CURLOPT_URL, url.absoluteString)
+        curl.set(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        curl.set(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        curl.set(handle, CURLOPT_NOSIGNAL, 1)
+        curl.set(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout.nanoseconds / 1_000_000))
+        curl.set(handle, CURLOPT_USERAGENT, "PartyCast")
+        curl.set(handle, CURLOPT_HTTPHEADER, pointer: transfer.headers.map { UnsafeRawPointer($0) })
+        curl.set(handle, CURLOPT_HTTP200ALIASES, pointer: transfer.aliases.map { UnsafeRawPointer($0) })
+        if let range, range > 0 { curl.set(handle, CURLOPT_RANGE, "\(range)-") }
+        curl.set(handle, CURLOPT_ERRORBUFFER, pointer: transfer.errorText)
+        for option in [CURLOPT_WRITEDATA, CURLOPT_HEADERDATA, CURLOPT_XFERINFODATA, CURLOPT_PREREQDATA] {
+            curl.set(handle, option, pointer: context)
+        }
+        _ = partycast_curl_set_data_callback(curl.table.setopt, handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+            Transfer.of(context).deliver(data, size, count)
+        }
+        _ = partycast_curl_set_data_callback(curl.table.setopt, handle, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+            Transfer.of(context).headerLine(data, size, count)
+        }
+        curl.set(handle, CURLOPT_NOPROGRESS, 0)
+        // Called about once a second even while nothing arrives: a closed connection ends there.
+        _ = partycast_curl_set_progress_callback(curl.table.setopt, handle) { context, _, _, _, _ in
+            Transfer.of(context).connection.isClosed ? 1 : 0
+        }
+        _ = partycast_curl_set_connected_callback(curl.table.setopt, handle) { context, _, _, _, _ in
+            Transfer.of(context).connection.update { $0.connected = true }
+            return Int32(CURL_PREREQFUNC_OK)
+        }
+        _ = DedicatedThread { transfer.run() }
+    }
+
+    var isClosed: Bool { state.withLockedValue { $0.closed } }
+
+    /// Takes a piece of the body, waiting while the buffer is full; false once the connection was closed.
+    fileprivate func deliver(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        while true {
+            let taken = state.withLockedValue { s -> Bool? in
+                if s.closed { return false }
+                guard s.readable < Self.bufferLimit else {
+                    s.writerWaiting = true
+                    return nil
+                }
+                s.body.append(contentsOf: bytes)
+                s.received += Int64(bytes.count)
+                return true
             }
-            return "the TLS handshake failed (\(detail))"
-        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
-            return "the server's TLS certificate was not trusted (it is not for this host name)"
-        case let error as HTTPParserError where error == .headerOverflow:
-            return "the server's response headers go on without end (over 80 KiB); is it an audio stream server?"
-        case let error as HTTPParserError:
-            return "the server's answer is not HTTP (\(error)); is it an audio stream server?"
-        case ChannelError.eof:
-            return "the server closed the connection without answering"
-        case ChannelError.connectTimeout:
-            return "no connection within the timeout"
-        case let error as NIOConnectionError:
-            return error.connectionErrors.first.map { "\($0.error)" } ?? (error.dnsAError ?? error.dnsAAAAError).map { "cannot resolve the host name: \($0)" } ?? "\(error)"
-        default:
-            return "\(error)"
+            if let taken {
+                if taken { signal.wakeup.signal() }
+                return taken
+            }
+            room.wait()
         }
     }
 
-    /// TLS with the system's trust roots, set up once for every connection.
-    private static let tlsContext: Result<NIOSSLContext, Error> = Result { try NIOSSLContext(configuration: .makeClientConfiguration()) }
+    /// One line of the response head, kept raw; false (curl then aborts) past the limit or once closed.
+    fileprivate func keepHeadLine(_ line: UnsafeRawBufferPointer) -> Bool {
+        update { s in
+            guard !s.closed else { return false }
+            guard s.rawHead.count + line.count <= Self.rawHeadLimit else {
+                s.headTooLong = true
+                return false
+            }
+            s.rawHead += line
+            return true
+        }
+    }
 
-    var head: HTTPResponseHead { state.withLockedValue { $0.head! } }
+    /// Applies a change from curl's thread and wakes the reader.
+    fileprivate func update<T>(_ change: (inout State) -> T) -> T {
+        defer { signal.wakeup.signal() }
+        return state.withLockedValue(change)
+    }
+
+    /// One line for the failure that ended a transfer.
+    private static func describe(_ s: State) -> String {
+        if s.headTooLong {
+            return "the server's response headers go on without end (over \(rawHeadLimit / 1024) KiB); is it an audio stream server?"
+        }
+        guard case .failed(let code, let text) = s.finished else { return "the server closed the connection" }
+        switch code {
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return "the server's TLS certificate was not trusted (\(text)); use a server with a valid certificate"
+        case CURLE_SSL_CONNECT_ERROR:
+            return "the TLS handshake failed (\(text))"
+        case CURLE_GOT_NOTHING:
+            return "the server closed the connection without answering"
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY:
+            return "the server's answer is not HTTP (\(text)); is it an audio stream server?"
+        case CURLE_PARTIAL_FILE:
+            return "the server closed the connection"
+        default:
+            return text
+        }
+    }
+
+    var head: ResponseHead { state.withLockedValue { $0.head! } }
     var rawHead: [UInt8] { state.withLockedValue { $0.rawHead } }
     var received: Int64 { state.withLockedValue { $0.received } }
 
@@ -196,28 +289,26 @@ final class HTTPConnection: Sendable {
     func read(maxBytes: Int, silence: Swift.Duration) -> Outcome {
         let deadline = monotonicNanoseconds() + silence.nanoseconds
         let outcome = signal.wait(until: deadline) {
-            state.withLockedValue { s -> (Outcome, Channel?)? in
-                if s.body.readableBytes > 0 {
-                    let bytes = s.body.readBytes(length: min(maxBytes, s.body.readableBytes))!
-                    s.body.discardReadBytes()
-                    // Resume socket reads once the buffer has drained to half.
-                    if s.readPaused, s.body.readableBytes < Self.bufferLimit / 2 {
-                        s.readPaused = false
-                        return (.bytes(bytes), s.channel)
-                    }
-                    return (.bytes(bytes), nil)
+            state.withLockedValue { s -> (Outcome, Bool)? in
+                if s.readable > 0 {
+                    let bytes = s.take(min(maxBytes, s.readable))
+                    // curl goes on once the buffer has drained to half.
+                    let resume = s.writerWaiting && s.readable < Self.bufferLimit / 2
+                    if resume { s.writerWaiting = false }
+                    return (.bytes(bytes), resume)
                 }
-                if s.ended { return (.end, nil) }
-                if let error = s.failure { return (.dropped(Self.describe(error)), nil) }
-                if s.closed { return (.dropped("the server closed the connection"), nil) }
-                return nil
+                switch s.finished {
+                case nil: return nil
+                case .complete: return (.end, false)
+                case .failed: return (.dropped(Self.describe(s)), false)
+                }
             }
         }
         guard let (result, resume) = outcome else {
             close()
             return signal.isStopped ? .stopped : .dropped("no data for \(silence.secondsText) s")
         }
-        if let resume { resume.eventLoop.execute { resume.read() } }
+        if resume { room.signal() }
         return result
     }
 
@@ -225,9 +316,8 @@ final class HTTPConnection: Sendable {
     func peek(_ count: Int, deadline: UInt64) -> [UInt8]? {
         signal.wait(until: deadline) {
             state.withLockedValue { s -> [UInt8]? in
-                let done = s.ended || s.closed || s.failure != nil
-                guard s.body.readableBytes >= count || done else { return nil }
-                return s.body.getBytes(at: s.body.readerIndex, length: min(count, s.body.readableBytes))
+                guard s.readable >= count || s.finished != nil else { return nil }
+                return Array(s.body[s.consumed..<s.consumed + min(count, s.readable)])
             }
         }
     }
@@ -236,11 +326,11 @@ final class HTTPConnection: Sendable {
     func readAll(limit: Int, deadline: UInt64) throws(PartyCastError) -> [UInt8] {
         let body = signal.wait(until: deadline) {
             state.withLockedValue { s -> Result<[UInt8], PartyCastError>? in
-                if s.body.readableBytes > limit {
+                if s.readable > limit {
                     return .failure(PartyCastError(.notAudio, "\(url.absoluteString): a playlist over \(limit / 1024) KiB; is it really a playlist?"))
                 }
-                guard s.ended || s.closed || s.failure != nil else { return nil }
-                return .success(s.body.readBytes(length: s.body.readableBytes)!)
+                guard s.finished != nil else { return nil }
+                return .success(s.take(s.readable))
             }
         }
         close()
@@ -251,134 +341,86 @@ final class HTTPConnection: Sendable {
         }
     }
 
+    /// Ends the transfer: curl's next callback (within about a second) aborts it.
     func close() {
-        if let channel = state.withLockedValue({ $0.channel }) { channel.close(promise: nil) }
+        state.withLockedValue { $0.closed = true }
+        room.signal()
     }
 
-    /// Applies a change from the event loop and wakes the reader.
-    fileprivate func update<T>(_ change: (inout State) -> T) -> T {
-        defer { signal.wakeup.signal() }
-        return state.withLockedValue(change)
+    fileprivate func finish(_ code: CURLcode, _ text: String) {
+        update { $0.finished = code == CURLE_OK ? .complete : .failed(code: code, text: text) }
     }
 }
 
-/// Sends the request, then passes the response into the connection's buffer and asks the socket
-/// for more only while the buffer has room.
-private final class ResponseHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
+/// What curl's callbacks reach through their context pointer: the connection, and the handle the
+/// head is read from. The transfer's thread frees curl's handle and lists when curl returns.
+private final class Transfer: @unchecked Sendable {
+    // @unchecked: made by the opening thread before the transfer's thread starts, then used by that
+    // thread alone (curl's callbacks run inside curl_easy_perform).
+    let connection: HTTPConnection
+    let curl: Curl
+    let handle: UnsafeMutableRawPointer
+    let headers: UnsafeMutablePointer<curl_slist>?
+    let aliases: UnsafeMutablePointer<curl_slist>?
+    let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
-    private let request: HTTPRequestHead
-    private let connection: HTTPConnection
-
-    init(request: HTTPRequestHead, connection: HTTPConnection) {
-        self.request = request
+    init(connection: HTTPConnection, curl: Curl, handle: UnsafeMutableRawPointer) {
         self.connection = connection
+        self.curl = curl
+        self.handle = handle
+        headers = curl.functions.curl_slist_append(nil, "Icy-MetaData: 1")
+        aliases = curl.functions.curl_slist_append(nil, "ICY 200 OK")
+        errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }
 
-    func channelActive(context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(.head(request)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        context.read()
-        context.fireChannelActive()
+    /// The transfer that `context` (set by `start`) points at.
+    static func of(_ context: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): connection.update { $0.head = head }
-        case .body(var buffer):
-            connection.update { s in
-                s.received += Int64(buffer.readableBytes)
-                s.body.writeBuffer(&buffer)
-            }
-        case .end: connection.update { $0.ended = true }
-        }
+    func run() {
+        let code = curl.functions.curl_easy_perform(handle)
+        let text = errorText.pointee == 0 ? curlText(curl.functions.curl_easy_strerror(code)) : String(cString: errorText)
+        curl.functions.curl_easy_cleanup(handle)
+        curl.functions.curl_slist_free_all(headers)
+        curl.functions.curl_slist_free_all(aliases)
+        errorText.deallocate()
+        connection.finish(code, text)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
-        let full = connection.update { s in
-            s.readPaused = s.body.readableBytes >= HTTPConnection.bufferLimit
-            return s.readPaused
-        }
-        if !full { context.read() }
+    func deliver(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int) -> Int {
+        let (total, overflow) = size.multipliedReportingOverflow(by: count)
+        guard let data, !overflow else { return 0 }
+        return connection.deliver(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        connection.update { s in if s.failure == nil { s.failure = error } }
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        connection.update { $0.closed = true }
-        context.fireChannelInactive()
-    }
-}
-
-/// SHOUTcast v1's `ICY 200 OK` becomes `HTTP/1.0 200 OK` for the decoder after it. Also keeps the
-/// head's raw bytes: NIO decodes header values as UTF-8 (replacing what is not), and `icy-name` is
-/// often Latin-1.
-private final class ICYStatusLineHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    private static let icy = Array("ICY ".utf8)
-    private let connection: HTTPConnection
-    /// The first bytes, held until there are enough to tell `ICY ` from `HTTP/`.
-    private var start: ByteBuffer?
-    private var decided = false
-    /// The head's bytes so far; nil once handed over.
-    private var raw: [UInt8]? = []
-
-    init(connection: HTTPConnection) { self.connection = connection }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var buffer = unwrapInboundIn(data)
-        keepRaw(buffer)
-        if decided {
-            context.fireChannelRead(data)
-            return
+    /// Keeps a line of the head; its blank last line completes the head, unless it ended an
+    /// interim (1xx) answer.
+    func headerLine(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int) -> Int {
+        let (total, overflow) = size.multipliedReportingOverflow(by: count)
+        guard let data, !overflow else { return 0 }
+        let line = UnsafeRawBufferPointer(start: data, count: total)
+        guard connection.keepHeadLine(line) else { return 0 }
+        guard line.elementsEqual([13, 10]) || line.elementsEqual([10]) else { return total }
+        var status = 0
+        _ = partycast_curl_get_long(curl.table.getinfo, handle, CURLINFO_RESPONSE_CODE, &status)
+        if (100..<200).contains(status) {
+            connection.update { $0.rawHead = [] }
+            return total
         }
-        var held = start ?? context.channel.allocator.buffer(capacity: buffer.readableBytes)
-        held.writeBuffer(&buffer)
-        let first = held.getBytes(at: held.readerIndex, length: min(4, held.readableBytes)) ?? []
-        if first.count < 4, Self.icy.starts(with: first) {
-            start = held
-            return
+        var headers: [(name: String, value: String)] = []
+        var previous: UnsafeMutablePointer<curl_header>?
+        while let header = curl.functions.curl_easy_nextheader(handle, UInt32(CURLH_HEADER), -1, previous) {
+            headers.append((String(cString: header.pointee.name), String(cString: header.pointee.value)))
+            previous = header
         }
-        start = nil
-        decided = true
-        if first == Self.icy {
-            held.moveReaderIndex(forwardBy: 4)
-            var rewritten = context.channel.allocator.buffer(string: "HTTP/1.0 ")
-            rewritten.writeBuffer(&held)
-            held = rewritten
+        connection.update { s in
+            // The status line's words after the code: "HTTP/1.1 404 Not Found", "ICY 200 OK".
+            let firstLine = s.rawHead.prefix { $0 != 13 && $0 != 10 }.split(separator: 32, maxSplits: 2)
+            let reason = firstLine.count == 3 ? String(decoding: firstLine[2], as: UTF8.self) : ""
+            s.head = ResponseHead(status: status, reason: reason, headers: headers)
         }
-        context.fireChannelRead(wrapInboundOut(held))
-    }
-
-    /// Collects the head's bytes up to its blank line (or the limit) and hands them over.
-    private func keepRaw(_ buffer: ByteBuffer) {
-        guard var kept = raw else { return }
-        kept += buffer.readableBytesView.prefix(HTTPConnection.rawHeadLimit - kept.count)
-        let end = kept.indices.dropLast(3).first { kept[$0] == 13 && kept[$0 + 1] == 10 && kept[$0 + 2] == 13 && kept[$0 + 3] == 10 }
-        if let end {
-            kept.removeSubrange((end + 2)...)
-        }
-        if end != nil || kept.count >= HTTPConnection.rawHeadLimit {
-            let head = kept
-            connection.update { $0.rawHead = head }
-            raw = nil
-        } else {
-            raw = kept
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        if let held = start {
-            start = nil
-            context.fireChannelRead(wrapInboundOut(held))
-        }
-        context.fireChannelInactive()
+        return total
     }
 }
 
