@@ -161,7 +161,7 @@ let package = Package(
         .target(name: "PartyCastControlSeam", dependencies: ["PartyCastCore", .product(name: "Logging", package: "swift-log")]),
         // The broadcaster: paces encoded chunks and shares them with every listener over SwiftNIO.
         .target(name: "PartyCastBroadcast", dependencies: [
-            "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastWire",
+            "PartyCastCore", "PartyCastControlSeam", "PartyCastClockExchange", "PartyCastDSP", "PartyCastCodec", "PartyCastSources", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -235,7 +235,7 @@ let package = Package(
         // The party in-process: its timeline and gains as values, its commands against a real Fanout
         // whose listener is an EmbeddedChannel, on a clock the test moves.
         .testTarget(name: "PartyCastBroadcastTests", dependencies: [
-            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastWire",
+            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastSources", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,6 +1,7 @@
 import Foundation
 import PartyCastControlSeam
 import PartyCastCore
+import PartyCastSources
 
 /// The remotes' commands, applied by the pacer between chunks: one handler each.
 extension Party {
@@ -46,6 +47,7 @@ extension Party {
         case .mute(let name, let muted): try setMuted(muted, name)
         case .latencyOffset(let name, let milliseconds): try setLatencyOffset(milliseconds, of: name)
         case .channel(let name, let assignment): try setChannel(assignment, of: name)
+        case .tone(let hertz): try retuneTone(hertz)
         }
     }
 
@@ -192,6 +194,36 @@ extension Party {
         updateGreeting()
     }
 
+    /// Heard from the next cut on every listener: what was sent beyond it is taken back and made
+    /// again at the new frequency, the phase going on from the cut's, so there is nothing to fade.
+    /// Paused, or with another item starting before the sent audio ends, the tone changes after
+    /// what is already sent instead.
+    private func retuneTone(_ hertz: Double) throws(PartyCommandError) {
+        guard ToneGenerator.accepts(hertz) else { throw PartyCommandError(.invalid, "a tone's frequency must lie between 0 and 24000 Hz") }
+        guard let tone = state.tone, let index = state.currentIndex else {
+            throw PartyCommandError(.invalid, "no tone is playing: share tone:FREQ to have one")
+        }
+        var atFrame: Int?
+        if !state.timeline.paused {
+            let cut = try cutPosition()
+            let id = state.queue[index].id
+            if let heard = state.timeline.heard(at: cut), heard.item == id, state.timeline.segments.allSatisfy({ $0.position <= cut || $0.item == id }) {
+                _ = withdraw(from: cut)
+                state.timeline.cut(at: cut)
+                if state.timeline.heard(at: cut)?.item != id { state.timeline.start(item: id, songFrame: heard.songFrame, at: cut) }
+                state.pending.removeAll(keepingCapacity: true)
+                state.changeHeardFrom = cut
+                atFrame = heard.songFrame
+            }
+        }
+        do throws(PartyCastError) {
+            try tone.retune(to: hertz, atFrame: atFrame)
+        } catch {
+            throw PartyCommandError(.invalid, error.message)
+        }
+        state.queue[index].tags = tone.tags
+    }
+
     // MARK: What the handlers share
 
     private func index(of id: Int) throws(PartyCommandError) -> Int {
@@ -213,6 +245,7 @@ extension Party {
         state.pending.removeAll(keepingCapacity: true)
         state.reachedEnd = false
         state.source = nil
+        state.tone = nil
         state.packets = nil
         do throws(PartyCastError) {
             try open(index: index, atSongFrame: songFrame, position: position)

@@ -3,6 +3,7 @@ import PartyCastCodec
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastDSP
+import PartyCastSources
 import PartyCastWire
 
 /// What every chunk of the broadcast carries.
@@ -189,6 +190,7 @@ extension Party {
             logger.info("\(state.queue[index].source.label) ended: \(live.healthSummary)")
         }
         state.source = nil
+        state.tone = nil
         state.packets = nil
         if let end = frame(Messages.endOfStream(streamIndex: state.streamIndex)) { fanout.broadcast(end) }
         let next = (state.currentIndex ?? -1) + 1
@@ -240,6 +242,7 @@ extension Party {
     /// A source decoded and converted to the broadcast's format, ready to encode.
     private func openDecoded(_ item: ResolvedSource) throws(PartyCastError) -> PCMSource {
         let decoded = try LiveSource.open(item, wakeup: wakeup) { stopRequested.load(ordering: .acquiring) }
+        state.tone = decoded as? ToneGenerator
         guard let sourceFormat = decoded.format else { throw PartyCastError(.notAudio, "no audio") }
         // One format for the whole broadcast: the encoder's, set by the first source.
         if state.encoder == nil {

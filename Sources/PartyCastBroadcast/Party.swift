@@ -4,6 +4,7 @@ import NIOCore
 import PartyCastCodec
 import PartyCastControlSeam
 import PartyCastCore
+import PartyCastSources
 import PartyCastWire
 import Synchronization
 
@@ -99,6 +100,8 @@ public final class Party: PartyControl {
         /// Index in `queue` of the item being sent; nil before the first and after the last.
         var currentIndex: Int?
         var source: PCMSource?
+        /// `source`'s tone generator, when it is one (`tone:`): what the tone command retunes.
+        var tone: ToneGenerator?
         var pending: [Float] = []
         var encoder: AudioEncoder?
         /// The item's own packets instead of `source`, when the codec passes them through.
@@ -266,11 +269,13 @@ public final class Party: PartyControl {
         let timeline = state.timeline
         let gains = state.gains
         let changeHeardFrom = state.changeHeardFrom
+        let toneHertz = state.tone?.frequency
         let paused = timeline.paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
         published.withLockedValue { p in
             p.view.queue = view
             p.view.paused = timeline.paused
             p.view.volume = gains.partyVolume
+            p.view.toneHertz = toneHertz
             p.segments = timeline.segments
             p.pausedAt = paused
             p.origin = timeline.origin

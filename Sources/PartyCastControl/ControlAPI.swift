@@ -22,6 +22,7 @@ public enum ControlRequest {
         public var channel: ChannelAssignment
         public init(channel: ChannelAssignment) { self.channel = channel }
     }
+    public struct Tone: Codable, Sendable { public var hertz: Double; public init(hertz: Double) { self.hertz = hertz } }
     /// The WebSocket's first message on a private party.
     public struct Key: Codable, Sendable { public var key: String; public init(key: String) { self.key = key } }
 }
@@ -112,6 +113,11 @@ struct ControlAPI: Sendable {
         }
         add(.post, "queue/:id/play") { _, context in try await perform(.play(item: itemID(context))) }
         add(.put, "volume") { request, _ in try await perform(.partyVolume(percent: decode(ControlRequest.Volume.self, request).percent)) }
+        add(.put, "tone") { request, _ in
+            let body = try await decode(ControlRequest.Tone.self, request)
+            guard body.hertz.isFinite else { throw APIError(.badRequest, "hertz must be a finite number") }
+            return try await perform(.tone(hertz: body.hertz))
+        }
         add(.put, "listeners/:id/volume") { request, context in
             let id = try listenerID(context)
             return try await perform(.listenerVolume(listener: id, percent: decode(ControlRequest.Volume.self, request).percent))

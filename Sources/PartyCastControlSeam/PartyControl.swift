@@ -27,6 +27,9 @@ public enum PartyCommand: Sendable, Equatable {
     case latencyOffset(listener: String, milliseconds: Int)
     /// Which of the source's channels the listener plays on each of its outputs (a stereo pair: one left, one right).
     case channel(listener: String, ChannelAssignment)
+    /// The test tone's frequency (a `tone:` source playing now), 0 < hertz < 24000: every listener
+    /// changes at the same sample, the phase going on where it was (no click).
+    case tone(hertz: Double)
 }
 
 /// Why a command was refused: the party plays on unchanged.
@@ -117,6 +120,8 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
     public var elapsedSeconds = 0.0
     public var queue: [Item] = []
     public var listeners: [Listener] = []
+    /// The frequency of the test tone being sent (a `tone:` source), nil for anything else.
+    public var toneHertz: Double?
     /// True once the queue has played out and the broadcast is over.
     public var ended = false
     /// What the broadcaster refused its peers so far, by kind (`Refusals.Kind`): oversized frames,

@@ -14,7 +14,7 @@ struct Ctl: AsyncParsableCommand {
         abstract: "Control a running party from the command line, through its remote control (HTTP API).",
         discussion: """
             ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT \
-            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | status
+            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | tone HERTZ | status
 
             Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is \
             a listener's id or its name. PATH is a file of the party's library: as the remote page lists it, \
@@ -43,13 +43,13 @@ struct Ctl: AsyncParsableCommand {
         var listener: String?
     }
 
-    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "status"]
+    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "tone", "status"]
 
     /// Splits the words into the party's name (if any) and the request they ask for.
     static func parse(_ words: [String]) throws(ValidationError) -> (name: String?, request: Request) {
         var words = words
         let name = words.first.map { verbs.contains($0) } == false ? words.removeFirst() : nil
-        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute, channel or status") }
+        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute, channel, tone or status") }
         let arguments = Array(words.dropFirst())
         func wants(_ count: Int, _ usage: String) throws(ValidationError) {
             guard arguments.count == count else { throw ValidationError("usage: broadcaster ctl [NAME] \(usage)") }
@@ -72,6 +72,10 @@ struct Ctl: AsyncParsableCommand {
             try wants(1, "seek SECONDS")
             guard let seconds = Double(arguments[0]), seconds.isFinite else { throw ValidationError("\(arguments[0]) is not a number of seconds") }
             return (name, Request(method: .POST, path: "/api/seek", body: ControlRequest.Seek(seconds: seconds)))
+        case "tone":
+            try wants(1, "tone HERTZ")
+            guard let hertz = Double(arguments[0]), hertz.isFinite else { throw ValidationError("\(arguments[0]) is not a frequency in hertz") }
+            return (name, Request(method: .PUT, path: "/api/tone", body: ControlRequest.Tone(hertz: hertz)))
         case "add":
             try wants(1, "add PATH")
             return (name, Request(method: .POST, path: "/api/queue", body: ControlRequest.Add(path: arguments[0])))

@@ -55,6 +55,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/L2/mute", #"{"muted": true}"#, .mute(listener: "L2", muted: true)),
             (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": -150}"#, .latencyOffset(listener: "L1", milliseconds: -150)),
             (.PUT, "/api/listeners/L2/channel", #"{"channel": "right"}"#, .channel(listener: "L2", .right)),
+            (.PUT, "/api/tone", #"{"hertz": 880.5}"#, .tone(hertz: 880.5)),
         ]
         var revision = party.snapshot.revision
         for (method, path, body, _) in routes {
@@ -74,6 +75,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(final.listeners[1].muted, true)
         XCTAssertEqual(final.listeners[0].latencyOffsetMilliseconds, -150)
         XCTAssertEqual(final.listeners.map(\.channel), [.stereo, .right, .stereo, .stereo])
+        XCTAssertEqual(final.toneHertz, 880.5)
         // The snapshot names the channel as the route takes it.
         let answer = try await call(.GET, "/api/status")
         let status = try JSONSerialization.jsonObject(with: answer.body) as? [String: Any]
@@ -97,6 +99,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/Garden/volume", #"{"percent": 10}"#, 409, "2 listeners are named \"Garden\""),
             (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": 5000}"#, 400, "outside −2000…2000"),
             (.POST, "/api/resume", nil, 400, "not paused"),
+            (.PUT, "/api/tone", #"{"hertz": 30000}"#, 400, "between 0 and 24000 Hz"),
         ]
         let before = party.snapshot
         for (method, path, body, status, message) in cases {

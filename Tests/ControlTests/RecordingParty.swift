@@ -163,6 +163,9 @@ final class RecordingParty: PartyControl {
             case .success(let index): s.listeners[index].channel = assignment
             case .failure(let refusal): return refusal
             }
+        case .tone(let hertz):
+            guard hertz > 0, hertz < 24000 else { return .init(.invalid, "a tone's frequency must lie between 0 and 24000 Hz") }
+            s.toneHertz = hertz
         }
         return nil
     }

@@ -77,14 +77,18 @@ final class PartyCommandTests: XCTestCase {
     var answered: PartySnapshot?
 
     override func setUp() {
+        makeParty([0, 1_000_000].map { base in
+            ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
+        })
+    }
+
+    /// A party of `sources` sending PCM, with one listener joined.
+    func makeParty(_ sources: [ResolvedSource]) {
         clock = ManualClock()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let fanout = Fanout(logger: logger)
         var options = BroadcastOptions(name: "test party")
         options.codec = WireCodecs.all.first { $0.name == "pcm" }!
-        let sources = [0, 1_000_000].map { base in
-            ResolvedSource(spec: "ramp:\(base)", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: Float(base)) })
-        }
         let clock = clock!
         party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
                       opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, now: { clock.now })

@@ -137,6 +137,11 @@ function render(next) {
   document.body.classList.toggle("paused", next.paused);
   setValue($("#party-volume"), next.volume);
   $("#party-volume-value").textContent = next.volume;
+  $("#tone-control").hidden = next.toneHertz == null;
+  if (next.toneHertz != null) {
+    setValue($("#tone"), toneSlider(next.toneHertz));
+    if (document.activeElement !== $("#tone")) $("#tone-value").textContent = hertzText(next.toneHertz);
+  }
   showCover(item);
 
   renderQueue(next);
@@ -278,6 +283,12 @@ $("#seek").addEventListener("change", async (event) => {
   await latest("POST", "seek", { seconds: Number(event.target.value) });
   seeking = false;
 });
+// The tone's slider runs from 20 Hz to 20 kHz on a logarithmic scale, as an ear hears pitch.
+function toneHertz(slider) { return Math.round(20 * Math.pow(1000, slider / 1000)); }
+function toneSlider(hertz) { return Math.round(1000 * Math.log(Math.min(20000, Math.max(20, hertz)) / 20) / Math.log(1000)); }
+function hertzText(hertz) { return hertz >= 1000 ? (hertz / 1000).toFixed(2) + " kHz" : Math.round(hertz) + " Hz"; }
+$("#tone").addEventListener("input", (event) => { $("#tone-value").textContent = hertzText(toneHertz(Number(event.target.value))); });
+$("#tone").addEventListener("change", (event) => latest("PUT", "tone", { hertz: toneHertz(Number(event.target.value)) }));
 $("#party-volume").addEventListener("input", (event) => { $("#party-volume-value").textContent = event.target.value; });
 $("#party-volume").addEventListener("change", (event) => latest("PUT", "volume", { percent: Number(event.target.value) }));
 $("#library-filter").addEventListener("input", filterLibrary);
