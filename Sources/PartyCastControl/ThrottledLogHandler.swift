@@ -54,10 +54,10 @@ struct ThrottledLogHandler: LogHandler {
         set { inner[metadataKey: key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-             function: String, line: UInt) {
-        guard let skipped = tally.admit(message.description) else { return }
-        let text: Logger.Message = skipped > 0 ? "\(message) (and \(skipped) more like it in the last second)" : message
-        inner.log(level: level, message: text, metadata: metadata, source: source, file: file, function: function, line: line)
+    func log(event: LogEvent) {
+        guard let skipped = tally.admit(event.message.description) else { return }
+        var event = event
+        if skipped > 0 { event.message = "\(event.message) (and \(skipped) more like it in the last second)" }
+        inner.log(event: event)
     }
 }
