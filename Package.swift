@@ -257,8 +257,8 @@ let package = Package(
         // The remote control's HTTP mapping against a recording PartyControl, over a live server.
         .testTarget(name: "ControlTests", dependencies: [
             "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "PartyCastTestSupport",
-            .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
     ]

@@ -1,8 +1,8 @@
 import Foundation
-import HummingbirdWSClient
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOWebSocket
 import PartyCastControlSeam
 import PartyCastControl
 import PartyCastCore
@@ -264,7 +264,7 @@ final class ControlServerTests: XCTestCase {
         try await restart(key: PartyKey(secret: secret))
         let refused = try await webSocket(firstMessage: #"{"key": "not the key"}"#, count: 1)
         XCTAssertEqual(refused.messages, [])
-        XCTAssertEqual(refused.close?.closeCode, .policyViolation)
+        XCTAssertEqual(refused.close, .policyViolation)
         let silent = try await webSocket(firstMessage: #"hello"#, count: 1)
         XCTAssertEqual(silent.messages, [])
 
@@ -356,12 +356,10 @@ final class ControlServerTests: XCTestCase {
     }
 
     func testShutdownClosesAnOpenWebSocketPromptly() async throws {
-        let (port, logger) = (server.port, logger)
+        let port = server.port
         let closed = expectation(description: "the client saw the socket close")
         let client = Task {
-            try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/api/events", logger: logger) { inbound, _, _ in
-                for try await _ in inbound.messages(maxSize: 1 << 20) {}
-            }
+            _ = try await EventsSocket.run(port: port) { _ in true }
             closed.fulfill()
         }
         XCTAssertTrue(waitUntil(timeout: 2) { self.party.watcherCount == 1 })
@@ -390,18 +388,13 @@ final class ControlServerTests: XCTestCase {
     /// Connects to /api/events, sends `firstMessage`, runs `then` once the first snapshot arrived,
     /// and collects text messages until `count` came or the server closed.
     private func webSocket(firstMessage: String?, count: Int, then: @escaping @Sendable () async throws -> Void = {}) async throws
-        -> (messages: [String], close: WebSocketCloseFrame?) {
+        -> (messages: [String], close: WebSocketErrorCode?) {
         let collected = MessageBox()
         let port = server.port
-        let logger = logger
         let close = try await withTimeout(seconds: 10) {
-            try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/api/events", logger: logger) { inbound, outbound, _ in
-                if let firstMessage { try await outbound.write(.text(firstMessage)) }
-                for try await message in inbound.messages(maxSize: 1 << 20) {
-                    guard case .text(let text) = message else { continue }
-                    if await collected.append(text) == 1 { try await then() }
-                    if await collected.count == count { break }
-                }
+            try await EventsSocket.run(port: port, first: firstMessage) { text in
+                if await collected.append(text) == 1 { try await then() }
+                return await collected.count < count
             }
         }
         return (await collected.messages, close)
