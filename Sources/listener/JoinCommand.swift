@@ -161,16 +161,12 @@ struct Join: ParsableCommand {
         let keys = KeyReader { if $0 == .quit { quit() } }
         let reports = Throttle(nanoseconds: 1_000_000_000)
         let lastState = Mutex(PlayerState.idle)
-        let lastTitle = Mutex<String?>(nil)
+        let titles = TitleLog(logger: logger)
         player.observe { status in
             if lastState.withLock({ last in defer { last = status.state }; return last != status.state }) {
                 logger.debug("player: \(status.state)\(status.syncErrorMicroseconds.map { ", sync error \($0) µs" } ?? "")")
             }
-            // Without a status line, what is heard changing is a line of the log (a station's titles too).
-            if !terminal, let title = status.tags.title ?? status.tags.station,
-               lastTitle.withLock({ last in defer { last = title }; return last != title }) {
-                logger.info("now playing: \(title)")
-            }
+            if !terminal { titles.note(status) }
             if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
                                                          latencyOffsetMilliseconds: status.latencyOffsetMilliseconds, channel: status.channel) }
             if terminal { StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds) }

@@ -57,7 +57,7 @@ struct Play: ParsableCommand {
         let device = try resolveOutput(output, logger: logger)
         let terminal = Console.isTerminal && !quiet
         var options = PlayerOptions(startSeconds: start)
-        options.statusIntervalSeconds = terminal ? 0.1 : nil
+        options.statusIntervalSeconds = terminal ? 0.1 : 1
         var sourceOptions = SourceOptions()
         sourceOptions.onEvent = { logger.notice("\($0)") }
         if let pcmFormat {
@@ -81,8 +81,9 @@ struct Play: ParsableCommand {
             case .quit: player.stop()
             }
         }
+        let titles = TitleLog(logger: logger)
         player.observe { status in
-            if terminal { StatusLine.draw(status, clockBoundMicroseconds: nil) }
+            if terminal { StatusLine.draw(status, clockBoundMicroseconds: nil) } else { titles.note(status) }
         }
         let reason = player.run()
         keys?.finish()

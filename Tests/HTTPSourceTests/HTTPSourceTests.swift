@@ -71,6 +71,16 @@ final class HTTPSourceTests: XCTestCase {
 
     /// A block of 255 × 16 bytes of noise costs that much and no more: the audio around it arrives
     /// whole and the next title is read.
+    /// Without a terminal (as under systemd) the listener logs each title a station announces, as
+    /// the status line shows them on one.
+    func testAStationsTitlesAreLoggedWithoutATerminal() throws {
+        let server = try radio()
+        let played = try startProcess(productPath("listener"), ["play", "http://127.0.0.1:\(server.port)/shoutcast", "--output", "null"])
+        defer { played.signal(SIGTERM); _ = played.wait(timeout: 10) }
+        XCTAssertTrue(played.waitForStderr("now playing: Café del Mar", timeout: 15), played.stderr)
+        XCTAssertTrue(played.waitForStderr("now playing: Ünïcödé ♫ it's \"quoted\"", timeout: 15), played.stderr)
+    }
+
     func testGarbageMetadataIsSkippedAndTheStreamGoesOn() throws {
         let server = try radio()
         let source = try HTTPByteSource(url: "http://127.0.0.1:\(server.port)/garbage")
