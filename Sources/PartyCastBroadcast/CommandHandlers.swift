@@ -48,6 +48,7 @@ extension Party {
         case .latencyOffset(let name, let milliseconds): try setLatencyOffset(milliseconds, of: name)
         case .channel(let name, let assignment): try setChannel(assignment, of: name)
         case .tone(let hertz): try retuneTone(hertz)
+        case .identify(let name): try identify(name)
         }
     }
 
@@ -222,6 +223,19 @@ extension Party {
             throw PartyCommandError(.invalid, error.message)
         }
         state.queue[index].tags = tone.tags
+    }
+
+    /// The chime rides on the timeline, from the frame heard a control margin from now (the
+    /// listener mixes it at its output, so that frame may already be sent). A paused party has no
+    /// frames to carry it.
+    private func identify(_ name: String) throws(PartyCommandError) {
+        let id = try listenerID(name)
+        guard !state.timeline.paused else { throw PartyCommandError(.invalid, "the party is paused: resume it to hear the chime") }
+        let position = state.timeline.position(at: now() + Self.controlMarginNanoseconds)
+        guard fanout.sendIfJoined(frame(Messages.identify(at: position)), toListener: id) else {
+            throw PartyCommandError(.notFound, "\(name) is not a PartyCast listener joined now: it cannot play the chime")
+        }
+        logger.info("identify \(name): a chime from timeline frame \(position)")
     }
 
     // MARK: What the handlers share

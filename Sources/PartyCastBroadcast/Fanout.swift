@@ -163,6 +163,15 @@ public final class Fanout: Sendable {
         state.withLockedValue { s in write(message, toListener: listenerID, in: &s) }
     }
 
+    /// A message for one listener's PartyCast connections; false when it has none (gone, or a Sendspin player).
+    func sendIfJoined(_ message: ByteBuffer?, toListener listenerID: String) -> Bool {
+        state.withLockedValue { s in
+            guard s.peers.values.contains(where: { $0.info.listenerID == listenerID }) else { return false }
+            write(message, toListener: listenerID, in: &s)
+            return true
+        }
+    }
+
     /// A latency offset the remote set for one listener: the framed settings to its connections, the
     /// value to its outlets.
     func sendLatencyOffset(_ message: ByteBuffer?, milliseconds: Int, toListener listenerID: String) {

@@ -86,6 +86,12 @@ enum Messages {
         return envelope(.listenerSettings(settings))
     }
 
+    static func identify(at position: UInt64) -> PCEnvelope {
+        var message = PCIdentify()
+        message.atPosition = position
+        return envelope(.identify(message))
+    }
+
     static func goodbye(_ reason: String) -> PCEnvelope {
         var goodbye = PCGoodbye()
         goodbye.reason = reason

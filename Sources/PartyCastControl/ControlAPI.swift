@@ -134,6 +134,7 @@ struct ControlAPI: Sendable {
             let id = try listenerID(context)
             return try await perform(.channel(listener: id, decode(ControlRequest.Channel.self, request).channel))
         }
+        add(.post, "listeners/:id/identify") { _, context in try await perform(.identify(listener: listenerID(context))) }
         add(.get, "items/:id/cover") { _, context in
             let id = try itemID(context)
             guard let cover = control.cover(item: id) else { throw APIError(.notFound, "item \(id) has no cover picture") }

@@ -30,6 +30,8 @@ public enum PartyCommand: Sendable, Equatable {
     /// The test tone's frequency (a `tone:` source playing now), 0 < hertz < 24000: every listener
     /// changes at the same sample, the phase going on where it was (no click).
     case tone(hertz: Double)
+    /// A short chime on that listener's speaker alone, over the party: which speaker is which.
+    case identify(listener: String)
 }
 
 /// Why a command was refused: the party plays on unchanged.

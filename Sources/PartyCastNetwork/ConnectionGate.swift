@@ -98,7 +98,8 @@ struct ConnectionGate {
             phase = .ended
             return [.deliver(envelope), .close("it said goodbye")]
         case (.joined, .streamFormat), (.joined, .metadata), (.joined, .audioChunk), (.joined, .endOfStream),
-             (.joined, .withdraw), (.joined, .gain), (.joined, .partyState), (.joined, .listenerSettings):
+             (.joined, .withdraw), (.joined, .gain), (.joined, .partyState), (.joined, .listenerSettings),
+             (.joined, .identify):
             return [.deliver(envelope)]
         case (.joined, _):
             phase = .ended
@@ -165,6 +166,7 @@ struct ConnectionGate {
         case .gain: "a gain"
         case .partyState: "a party state"
         case .listenerSettings: "listener settings"
+        case .identify: "an identify"
         }
     }
 }

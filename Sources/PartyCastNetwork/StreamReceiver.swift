@@ -71,7 +71,7 @@ struct StreamReceiver {
     /// Chunks refused for absurd numbers, and chunks that did not decode and were concealed.
     private(set) var droppedChunks = 0
     private(set) var concealedChunks = 0
-    /// Timeline messages (Withdraw, Gain, ListenerSettings) refused for absurd numbers, or for
+    /// Timeline messages (Withdraw, Gain, ListenerSettings, Identify) refused for absurd numbers, or for
     /// coming faster than the player takes them.
     private(set) var droppedMessages = 0
     /// Withdraws and gains for the player, in order.
@@ -129,6 +129,15 @@ struct StreamReceiver {
                 break
             }
             post(.gain(min(max(gain.gain, 0), 1), atFrame: Int(gain.atPosition), rampFrames: Int(gain.rampFrames)))
+        case .identify(let identify)?:
+            // Only near where the stream stands: a chime planned for years ahead would never be heard.
+            let reach = Self.plausibleDistance / 1_000_000_000 * Int64(spec?.format.sampleRate ?? 48000)
+            guard identify.atPosition < Self.maximumPosition,
+                  anchor.map({ abs(Int64(identify.atPosition) - $0.position) <= reach }) ?? true else {
+                droppedMessages += 1
+                break
+            }
+            post(.identify(atFrame: Int(identify.atPosition)))
         case .partyState(let state)?:
             partyPaused = state.paused
         case .listenerSettings(let settings)?:

@@ -42,6 +42,8 @@ public final class Renderer: Sendable {
     public let channels: Int
     /// The gain per stream frame, published by the producer (the broadcaster's Gain messages).
     public let gains = GainSchedule()
+    /// A broadcast's identification chime (nil: the source cannot ask for one).
+    public let chime: Chime?
     // nonisolated(unsafe), both: their state is used by render() alone (the output thread, where no lock may be taken); others use only their atomics.
     private nonisolated(unsafe) let scheduled: ScheduledReader?
     private nonisolated(unsafe) let plain: PlainReader
@@ -58,13 +60,14 @@ public final class Renderer: Sendable {
     private let streamFramePlayed = Atomic<Int>(Int.min)
     private let channelAssignment = Atomic<ChannelAssignment>(.stereo)
 
-    public init(ring: SPSCRing, channels: Int, sync: Sync? = nil) {
+    public init(ring: SPSCRing, channels: Int, sync: Sync? = nil, chime: Chime? = nil) {
         self.ring = ring
         self.channels = channels
-        plain = PlainReader(ring: ring, channels: channels, gains: gains)
+        self.chime = chime
+        plain = PlainReader(ring: ring, channels: channels, gains: gains, chime: chime)
         scheduled = sync.map { [gains] in
             ScheduledReader(ring: ring, channels: channels, sampleRate: $0.sampleRate, schedule: $0.schedule, gains: gains,
-                            latencyOffsetNanoseconds: $0.latencyOffsetNanoseconds)
+                            chime: chime, latencyOffsetNanoseconds: $0.latencyOffsetNanoseconds)
         }
     }
 
@@ -206,20 +209,22 @@ final class PlainReader {
     private let ring: SPSCRing
     private let channels: Int
     private let gains: GainSchedule
+    private let chime: Chime?
     /// Set by the ring's producer: the stream frame its first sample after a flush holds.
     let timelineStart = Atomic<Int>(0)
     /// The stream frame of the ring's next frame, once one was read or cut since the last flush.
     private(set) var nextFrame: Int?
 
-    init(ring: SPSCRing, channels: Int, gains: GainSchedule) {
+    init(ring: SPSCRing, channels: Int, gains: GainSchedule, chime: Chime?) {
         self.ring = ring
         self.channels = channels
         self.gains = gains
+        self.chime = chime
     }
 
     private var ringFirst: Int { nextFrame ?? timelineStart.load(ordering: .acquiring) }
 
-    /// Whole frames from the ring into `buffer`, with their gain; returns the samples written.
+    /// Whole frames from the ring into `buffer`, with the chime and their gain; returns the samples written.
     func read(into buffer: UnsafeMutableBufferPointer<Float>) -> Int {
         let available = ring.availableToRead
         let count = min(buffer.count, available - available % channels)
@@ -227,10 +232,12 @@ final class PlainReader {
         guard got > 0 else { return 0 }
         let first = ringFirst
         let points = gains.latest()
-        if !points.isUnity {
+        let chiming = chime?.latest()
+        if !points.isUnity || chiming?.overlaps(first, count: got / channels) == true {
             for i in 0..<(got / channels) {
                 let gain = points.value(at: first + i)
-                for c in 0..<channels { buffer[i * channels + c] *= gain }
+                let added = chiming?.value(at: first + i) ?? 0
+                for c in 0..<channels { buffer[i * channels + c] = (buffer[i * channels + c] + added) * gain }
             }
         }
         nextFrame = first + got / channels

@@ -40,6 +40,7 @@ final class ScheduledReader {
     private let schedule: PlaybackSchedule
     private let nanosecondsPerFrame: Double
     private let gains: GainSchedule
+    private let chime: Chime?
     /// Added to every heard-at time; changed at run time, it shows up as an error that is slid
     /// away or faded out and realigned like any other.
     let latencyOffsetNanoseconds: Atomic<Int64>
@@ -68,18 +69,20 @@ final class ScheduledReader {
     /// Before the timeline is taken up: how far the ring's first frame is from `timelineStart`
     /// (frames let go while there was no schedule to play them on, a cut before it).
     private var ringShift = 0
-    /// The gain curve of the current `render` call.
+    /// The gain curve and the chime of the current `render` call.
     private var gainPoints = GainSchedule.Points()
+    private var chiming: Chime.Playing?
 
     /// Last measured lateness of what is heard against its schedule (µs; negative: early), or Int.min before the first.
     let syncErrorMicroseconds = Atomic<Int>(Int.min)
 
     init(ring: SPSCRing, channels: Int, sampleRate: Int, schedule: PlaybackSchedule, gains: GainSchedule,
-         latencyOffsetNanoseconds: Int64) {
+         chime: Chime?, latencyOffsetNanoseconds: Int64) {
         self.ring = ring
         self.channels = channels
         self.schedule = schedule
         self.gains = gains
+        self.chime = chime
         self.latencyOffsetNanoseconds = Atomic(latencyOffsetNanoseconds)
         nanosecondsPerFrame = 1e9 / Double(sampleRate)
         hardResyncFrames = Self.hardResyncSeconds * Double(sampleRate)
@@ -169,6 +172,7 @@ final class ScheduledReader {
         }
         lastLine = line
         gainPoints = gains.latest()
+        chiming = chime?.latest()
         let heard = heardAt &+ latencyOffsetNanoseconds.load(ordering: .relaxed)
         let due = line.frame(at: heard)
         let dueAfter = line.frame(at: heard &+ Int64((Double(frames) * nanosecondsPerFrame).rounded()))
@@ -254,6 +258,9 @@ final class ScheduledReader {
             fadeIn += 1
             kernel.interpolate(input, channels: channels, at: base - inputStart, fraction: position.fraction,
                                into: UnsafeMutableBufferPointer(rebasing: out[(i * channels)..<((i + 1) * channels)]), gain: gain)
+            if let added = chiming?.value(at: base, fraction: position.fraction), added != 0 {
+                for c in 0..<channels { out[i * channels + c] += added * gain }
+            }
             position.advance(by: increment)
             i += 1
         }

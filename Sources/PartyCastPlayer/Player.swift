@@ -264,7 +264,9 @@ public final class Player: Sendable {
                 Renderer.Sync(schedule: $0.schedule, sampleRate: format.sampleRate,
                               latencyOffsetNanoseconds: Int64((options.latencyOffsetSeconds * 1e9).rounded()))
             }
-            let renderer = Renderer(ring: ring, channels: format.channels, sync: sync)
+            // Only a broadcast can ask for the chime (and only a live source has the timeline it names).
+            let chime = source is ScheduledPCMSource ? Chime(sampleRate: format.sampleRate) : nil
+            let renderer = Renderer(ring: ring, channels: format.channels, sync: sync, chime: chime)
             renderer.setChannel(options.channel)
             shared.withLockedValue { s in
                 s.status.format = format

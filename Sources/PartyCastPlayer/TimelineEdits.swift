@@ -7,6 +7,9 @@ struct TimelineEdits {
     private var gains = GainCurve()
     /// The cut asked of the output thread and not yet answered, if any: its ticket and frame.
     private var cut: (ticket: Int, frame: Int)?
+    /// The frames of the last chime planned: one asked for while it plays is dropped, so a flood of
+    /// identifies plays one chime at a time rather than restarting it over and over.
+    private var lastChime = 0..<0
 
     mutating func apply(_ events: [TimelineEvent], renderer: Renderer, timeline: inout TimelineKeeper) {
         var gainsChanged = false
@@ -25,6 +28,14 @@ struct TimelineEdits {
             case .gain(let gain, let frame, let ramp):
                 gains.set(gain, atFrame: frame, rampFrames: ramp)
                 gainsChanged = true
+            case .identify(let asked):
+                // Party mode plays each frame at its time, so the one asked for is still to come. The
+                // plain path hands frames on as soon as they are written (a file output writes them
+                // at once): there the chime starts at the first frame not yet written, if later.
+                let frame = renderer.isScheduled ? asked : max(asked, timeline.nextFrame ?? asked)
+                guard let chime = renderer.chime, !lastChime.contains(frame) else { continue }
+                chime.play(atFrame: frame)
+                lastChime = frame..<(frame + chime.frames)
             }
         }
         guard gainsChanged else { return }
@@ -54,7 +65,8 @@ struct TimelineKeeper {
 
     /// Gaps and overlaps up to this long are bridged with silence or trimmed.
     let longestGap: Int
-    private var nextFrame: Int?
+    /// Just past the last frame placed: where the next block is expected.
+    private(set) var nextFrame: Int?
 
     init(sampleRate: Int) { longestGap = sampleRate }
 

@@ -14,7 +14,9 @@ struct Ctl: AsyncParsableCommand {
         abstract: "Control a running party from the command line, through its remote control (HTTP API).",
         discussion: """
             ACTION: pause | resume | next | previous | seek SECONDS | add PATH | volume [LISTENER] PERCENT \
-            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | tone HERTZ | status
+            | mute LISTENER | unmute LISTENER | channel LISTENER left|right|mono|stereo | tone HERTZ | identify LISTENER | status
+
+            identify plays a short chime on that listener's speaker alone, over the party: which speaker is which.
 
             Finds the party NAME (or the only one on the LAN) by mDNS, or talks to --url directly. LISTENER is \
             a listener's id or its name. PATH is a file of the party's library: as the remote page lists it, \
@@ -43,13 +45,16 @@ struct Ctl: AsyncParsableCommand {
         var listener: String?
     }
 
-    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "tone", "status"]
+    private static let verbs: Set = ["pause", "resume", "next", "previous", "seek", "add", "volume", "mute", "unmute", "channel", "tone", "identify",
+                                     "status"]
 
     /// Splits the words into the party's name (if any) and the request they ask for.
     static func parse(_ words: [String]) throws(ValidationError) -> (name: String?, request: Request) {
         var words = words
         let name = words.first.map { verbs.contains($0) } == false ? words.removeFirst() : nil
-        guard let verb = words.first else { throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute, channel, tone or status") }
+        guard let verb = words.first else {
+            throw ValidationError("say what to do: pause, resume, next, previous, seek, add, volume, mute, unmute, channel, tone, identify or status")
+        }
         let arguments = Array(words.dropFirst())
         func wants(_ count: Int, _ usage: String) throws(ValidationError) {
             guard arguments.count == count else { throw ValidationError("usage: broadcaster ctl [NAME] \(usage)") }
@@ -88,6 +93,9 @@ struct Ctl: AsyncParsableCommand {
             try wants(2, "channel LISTENER \(ChannelAssignment.names)")
             guard let channel = ChannelAssignment(rawValue: arguments[1]) else { throw ValidationError("\(arguments[1]) is not a channel: \(ChannelAssignment.names)") }
             return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/channel", body: ControlRequest.Channel(channel: channel), listener: arguments[0]))
+        case "identify":
+            try wants(1, "identify LISTENER")
+            return (name, Request(method: .POST, path: listenerPath(arguments[0]) + "/identify", listener: arguments[0]))
         default:  // mute, unmute
             try wants(1, "\(verb) LISTENER")
             return (name, Request(method: .PUT, path: listenerPath(arguments[0]) + "/mute", body: ControlRequest.Mute(muted: verb == "mute"), listener: arguments[0]))

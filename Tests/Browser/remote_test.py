@@ -12,6 +12,7 @@ Environment:
   PARTYCAST_EXPECT_TITLE       wait until the title contains this text
   PARTYCAST_WINDOW             WIDTHxHEIGHT of the window (default 412x915, a phone)
   PARTYCAST_RESUME             1 to press resume at the end, leaving the party playing (default 1)
+  PARTYCAST_IDENTIFY           1 to press the first listener's Identify button (default: not; it plays a chime)
   PARTYCAST_TIMEOUT            seconds to wait for each step (default 20)
   CHROMEDRIVER                 the driver (default: chromedriver on PATH, else /usr/bin/chromedriver)
 Exit status 0 when every step passed; 1 with the failed step on stderr.
@@ -37,6 +38,7 @@ LISTENERS = int(os.environ.get("PARTYCAST_EXPECT_LISTENERS", "1"))
 TITLE = os.environ.get("PARTYCAST_EXPECT_TITLE")
 WIDTH, HEIGHT = (int(n) for n in os.environ.get("PARTYCAST_WINDOW", "412x915").split("x"))
 RESUME = os.environ.get("PARTYCAST_RESUME", "1") == "1"
+IDENTIFY = os.environ.get("PARTYCAST_IDENTIFY") == "1"
 TIMEOUT = float(os.environ.get("PARTYCAST_TIMEOUT", "20"))
 
 
@@ -106,6 +108,11 @@ def main():
             wait.until(lambda _: next(l for l in status()["listeners"] if l["id"] == listener_id)["volume"] == after)
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'.listener[data-id="{listener_id}"] .volume-value').text == str(after))
             print(f"volume: {before} -> {after}", flush=True)
+            if IDENTIFY:
+                step(f"identify listener {listener_id}")
+                revision = status()["revision"]
+                listener.find_element(By.CSS_SELECTOR, ".identify").click()
+                wait.until(lambda _: status()["revision"] > revision)
 
         step("screenshot " + SHOT)
         # The whole page, top to bottom: now playing, queue and every listener in one picture.

@@ -56,6 +56,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/L1/latency-offset", #"{"milliseconds": -150}"#, .latencyOffset(listener: "L1", milliseconds: -150)),
             (.PUT, "/api/listeners/L2/channel", #"{"channel": "right"}"#, .channel(listener: "L2", .right)),
             (.PUT, "/api/tone", #"{"hertz": 880.5}"#, .tone(hertz: 880.5)),
+            (.POST, "/api/listeners/L2/identify", nil, .identify(listener: "L2")),
         ]
         var revision = party.snapshot.revision
         for (method, path, body, _) in routes {
@@ -89,6 +90,7 @@ final class ControlServerTests: XCTestCase {
             (.PUT, "/api/listeners/Nobody/volume", #"{"percent": 50}"#, 404, "no listener \"Nobody\""),
             (.PUT, "/api/listeners/ghost/mute", #"{"muted": true}"#, 404, "no listener \"ghost\""),
             (.PUT, "/api/listeners/ghost/channel", #"{"channel": "left"}"#, 404, "no listener \"ghost\""),
+            (.POST, "/api/listeners/ghost/identify", nil, 404, "no listener \"ghost\""),
             (.POST, "/api/seek", #"{"seconds": 999}"#, 400, "past the end"),
             (.POST, "/api/seek", #"{"seconds": -1}"#, 400, "past the end"),
             (.POST, "/api/queue", #"{"path": "/etc/passwd"}"#, 404, "no such file: /etc/passwd"),

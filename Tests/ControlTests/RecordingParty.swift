@@ -166,6 +166,8 @@ final class RecordingParty: PartyControl {
         case .tone(let hertz):
             guard hertz > 0, hertz < 24000 else { return .init(.invalid, "a tone's frequency must lie between 0 and 24000 Hz") }
             s.toneHertz = hertz
+        case .identify(let name):
+            if case .failure(let refusal) = listener(name) { return refusal }
         }
         return nil
     }

@@ -39,6 +39,7 @@ final class RemotePageBrowserTests: XCTestCase {
             if let key { variables["PARTYCAST_KEY"] = key }
             variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
             variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
+            variables["PARTYCAST_IDENTIFY"] = "1"
         }
         let ran = Result { try runProcess(testDriver("python"), [Self.script], timeout: 180, environment: variables) }
         await server?.stop()
@@ -49,6 +50,7 @@ final class RemotePageBrowserTests: XCTestCase {
         if let party {
             XCTAssertTrue(party.performed.contains(.pause))
             XCTAssertTrue(party.performed.contains { if case .listenerVolume(listener: "L1", _) = $0 { true } else { false } })
+            XCTAssertTrue(party.performed.contains(.identify(listener: "L1")), "the listener's Identify button")
             XCTAssertEqual(party.snapshot.paused, false, "resumed at the end")
         }
     }

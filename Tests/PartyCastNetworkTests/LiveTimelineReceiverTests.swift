@@ -172,7 +172,7 @@ extension ListenerValidationTests {
     func testTheGateDeliversTimelineMessagesOnlyAfterTheWelcome() {
         var paused = PCPartyState()
         paused.paused = true
-        for message in [withdraw(0), gain(1, at: 0, ramp: 0), envelope(.partyState(paused)), latencyOffset(0)] {
+        for message in [withdraw(0), gain(1, at: 0, ramp: 0), envelope(.partyState(paused)), latencyOffset(0), identify(0)] {
             var early = gate()
             guard case .close? = early.handle(message, arrivedAt: 0).first else { return XCTFail("\(message) accepted before Welcome") }
             var joined = gate()

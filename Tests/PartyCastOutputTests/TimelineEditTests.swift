@@ -23,9 +23,9 @@ final class TimelineEditTests: XCTestCase {
 
         /// Party mode with frame 0 due at `start` ns (on the frame grid: played bit for bit), or the
         /// plain path; with `scheduleLater`, party mode has no schedule until `publish(start:)`.
-        init(scheduledFrom start: Int64?, scheduleLater: Bool = false, timelineStart: Int = 0) {
+        init(scheduledFrom start: Int64?, scheduleLater: Bool = false, timelineStart: Int = 0, chime: Chime? = nil) {
             let sync = start.map { [schedule] _ in Renderer.Sync(schedule: schedule, sampleRate: TimelineEditTests.rate) }
-            renderer = Renderer(ring: ring, channels: 2, sync: sync)
+            renderer = Renderer(ring: ring, channels: 2, sync: sync, chime: chime)
             if let start, !scheduleLater { publish(start: start) }
             renderer.beginTimeline(atFrame: timelineStart)
             renderer.setMode(.run)

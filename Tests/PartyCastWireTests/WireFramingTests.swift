@@ -96,10 +96,12 @@ final class WireFramingTests: XCTestCase {
         party.paused = true
         var settings = PCListenerSettings()
         settings.latencyOffsetMilliseconds = -2000
+        var identify = PCIdentify()
+        identify.atPosition = 144_000
         return [.hello(hello), .welcome(welcome), .streamFormat(format), .audioChunk(chunk), .metadata(metadata), .endOfStream(end),
                 .goodbye(goodbye), .error(error), .clockRequest(request), .clockResponse(response), .status(status),
                 .keyChallenge(challenge), .keyProof(proof), .withdraw(withdraw), .gain(gain), .partyState(party),
-                .listenerSettings(settings)].map(envelope)
+                .listenerSettings(settings), .identify(identify)].map(envelope)
     }
 
     /// Exhaustive, so a message added to the proto fails to compile here until `everyMessage` has it.
@@ -122,6 +124,7 @@ final class WireFramingTests: XCTestCase {
         case .gain: "gain"
         case .partyState: "partyState"
         case .listenerSettings: "listenerSettings"
+        case .identify: "identify"
         }
     }
 
@@ -141,7 +144,7 @@ final class WireFramingTests: XCTestCase {
 
     func testEveryMessageTypeRoundTrips() throws {
         let messages = everyMessage()
-        XCTAssertEqual(Set(messages.map { kind($0.body!) }).count, 17, "one of each kind")
+        XCTAssertEqual(Set(messages.map { kind($0.body!) }).count, 18, "one of each kind")
         for message in messages {
             let frame = try WireFraming.encode(message)
             let body: [UInt8] = try message.serializedBytes()

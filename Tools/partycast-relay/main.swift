@@ -79,6 +79,7 @@ func kind(_ envelope: PCEnvelope) -> String {
     case .gain: "Gain"
     case .partyState: "PartyState"
     case .listenerSettings: "ListenerSettings"
+    case .identify: "Identify"
     case nil: "Unknown"
     }
 }

@@ -31,6 +31,8 @@ public enum TimelineEvent: Sendable, Equatable {
     /// The gain from `atFrame` on: reached by a linear ramp over `rampFrames` from what it is at
     /// `atFrame` (0…1, ramp ≤ 10 s: checked by the source).
     case gain(Float, atFrame: Int, rampFrames: Int)
+    /// The identification chime plays from `atFrame` on, on this listener alone.
+    case identify(atFrame: Int)
 }
 
 /// Which frame of a stream should be heard at each instant of the local clock: a straight line,

@@ -189,6 +189,7 @@ function renderListeners(next) {
       $(".latency", row).addEventListener("change", (event) =>
         command("PUT", path + "/latency-offset", { milliseconds: Math.round(Number(event.target.value)) }));
       $(".channel", row).addEventListener("change", (event) => command("PUT", path + "/channel", { channel: event.target.value }));
+      $(".identify", row).addEventListener("click", () => command("POST", path + "/identify"));
       box.append(row);
     }
     $(".name", row).textContent = listener.name;

@@ -343,6 +343,14 @@ public nonisolated struct PCEnvelope: Sendable {
     set {body = .listenerSettings(newValue)}
   }
 
+  public var identify: PCIdentify {
+    get {
+      if case .identify(let v)? = body {return v}
+      return PCIdentify()
+    }
+    set {body = .identify(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -363,6 +371,7 @@ public nonisolated struct PCEnvelope: Sendable {
     case gain(PCGain)
     case partyState(PCPartyState)
     case listenerSettings(PCListenerSettings)
+    case identify(PCIdentify)
 
   }
 
@@ -797,6 +806,22 @@ public nonisolated struct PCListenerSettings: Sendable {
   fileprivate var _latencyOffsetMilliseconds: Int32? = nil
 }
 
+/// Broadcaster → one listener: play the identification chime (`broadcaster ctl identify`) from
+/// timeline position `at_position` on, mixed over the party's audio at this listener's gain, so a
+/// user setting up rooms hears which speaker is which. The chime's sound is the listener's own; it
+/// plays at most one at a time (one that would overlap the last is ignored).
+public nonisolated struct PCIdentify: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var atPosition: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "partycast"
@@ -815,7 +840,7 @@ nonisolated extension PCChannelAssignment: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0\u{3}key_challenge\0\u{3}key_proof\0\u{1}withdraw\0\u{1}gain\0\u{3}party_state\0\u{3}listener_settings\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}welcome\0\u{3}stream_format\0\u{3}audio_chunk\0\u{1}metadata\0\u{3}end_of_stream\0\u{1}goodbye\0\u{1}error\0\u{3}clock_request\0\u{3}clock_response\0\u{1}status\0\u{3}key_challenge\0\u{3}key_proof\0\u{1}withdraw\0\u{1}gain\0\u{3}party_state\0\u{3}listener_settings\0\u{1}identify\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1044,6 +1069,19 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
           self.body = .listenerSettings(v)
         }
       }()
+      case 18: try {
+        var v: PCIdentify?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .identify(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .identify(v)
+        }
+      }()
       default: break
       }
     }
@@ -1122,6 +1160,10 @@ nonisolated extension PCEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     case .listenerSettings?: try {
       guard case .listenerSettings(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+    }()
+    case .identify?: try {
+      guard case .identify(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
     }()
     case nil: break
     }
@@ -1938,6 +1980,36 @@ nonisolated extension PCListenerSettings: SwiftProtobuf.Message, SwiftProtobuf._
   public static func ==(lhs: PCListenerSettings, rhs: PCListenerSettings) -> Bool {
     if lhs._latencyOffsetMilliseconds != rhs._latencyOffsetMilliseconds {return false}
     if lhs.channel != rhs.channel {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PCIdentify: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Identify"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}at_position\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.atPosition) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.atPosition != 0 {
+      try visitor.visitSingularUInt64Field(value: self.atPosition, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PCIdentify, rhs: PCIdentify) -> Bool {
+    if lhs.atPosition != rhs.atPosition {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
