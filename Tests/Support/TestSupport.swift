@@ -50,8 +50,9 @@ public final class BackgroundProcess {
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        FileManager.default.createFile(atPath: base + ".out", contents: nil)
-        FileManager.default.createFile(atPath: base + ".err", contents: nil)
+        for path in [base + ".out", base + ".err"] where !FileManager.default.createFile(atPath: path, contents: nil) {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".out"))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: base + ".err"))
         process.standardInput = FileHandle.nullDevice
