@@ -139,6 +139,14 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
+        // The listener's Sendspin client role: a WebSocket (NIO's) to any Sendspin server, its stream
+        // played through the listener's pipeline on the server's clock.
+        .target(name: "PartyCastSendspinClient", dependencies: [
+            "PartyCastSendspin", "PartyCastNetwork", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastCore", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
@@ -194,7 +202,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastSendspinClient", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
