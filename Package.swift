@@ -53,6 +53,8 @@ let package = Package(
         .library(name: "PartyCastClock", targets: ["PartyCastClock"]),
         .library(name: "PartyCastClockExchange", targets: ["PartyCastClockExchange"]),
         .library(name: "PartyCastNetwork", targets: ["PartyCastNetwork"]),
+        .library(name: "PartyCastSendspin", targets: ["PartyCastSendspin"]),
+        .library(name: "PartyCastSendspinClient", targets: ["PartyCastSendspinClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -257,7 +259,7 @@ let package = Package(
                     exclude: ["sendspin"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // Sendspin's messages and session, hostile and fuzzed, and against aiosendspin's own models.
-        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastSources", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
+        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastSendspinClient", "PartyCastClock", "PartyCastSources", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py", "aiosendspin_server.py", "line_socket.py"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
             "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),

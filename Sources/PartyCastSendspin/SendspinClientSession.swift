@@ -22,6 +22,11 @@ public struct SendspinClientSession: Sendable {
     public struct Stream: Equatable, Sendable {
         public let format: SendspinAudioFormat
         public let codecHeader: [UInt8]?
+
+        public init(format: SendspinAudioFormat, codecHeader: [UInt8]?) {
+            self.format = format
+            self.codecHeader = codecHeader
+        }
     }
 
     public enum Action: Equatable, Sendable {

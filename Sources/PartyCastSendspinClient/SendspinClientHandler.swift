@@ -56,9 +56,12 @@ final class SendspinClientHandler: ChannelInboundHandler {
         }
     }
 
-    /// The requester thread's client/time, sealed and sent on this loop.
-    private func sendTime(t1: Int64) {
+    /// A client/time, asked for by the requester's thread, stamped here on the loop as it is sealed
+    /// and sent: the requester's own t1 would count the hop to this thread as network delay, one
+    /// way only, which biases the offset by half of it.
+    private func sendTime() {
         guard let context, closedReason == nil else { return }
+        let t1 = clockSync.clock.now()
         // The client's clock in µs, rounded down: the echo comes back as ≤ t1, never after it.
         let (quotient, remainder) = t1.quotientAndRemainder(dividingBy: 1000)
         if let request = session.timeRequest(now: remainder < 0 ? quotient - 1 : quotient) {
@@ -141,9 +144,8 @@ final class SendspinClientHandler: ChannelInboundHandler {
         let loop = channel.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
         do throws(SystemCallError) {
-            clockRequester = try ClockRequester(datagrams: nil, sync: clockSync, logger: logger) { request in
-                let t1 = request.clockRequest.t1
-                loop.execute { handler.value.sendTime(t1: t1) }
+            clockRequester = try ClockRequester(datagrams: nil, sync: clockSync, logger: logger) { _ in
+                loop.execute { handler.value.sendTime() }
             }
         } catch {
             // Without exchanges the listener cannot place audio on the server's clock: said once.

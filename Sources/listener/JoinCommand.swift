@@ -29,7 +29,9 @@ final class Throttle: Sendable {
 extension ChannelAssignment: ExpressibleByArgument {}
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the PartyCast broadcasters on the LAN (via mDNS).")
+    static let configuration = CommandConfiguration(
+        abstract: "List the parties on the LAN (via mDNS): PartyCast broadcasters and Sendspin servers.",
+        discussion: "One line each: name, host, address:port, the protocol it speaks, then what it says of itself.")
 
     @Option(help: "Seconds to listen for answers.")
     var timeout = 2.0
@@ -38,17 +40,28 @@ struct List: ParsableCommand {
 
     func run() throws {
         let logger = logging.bootstrap(program: "listener")
-        let found: [DiscoveredService]
-        do { found = try ServiceBrowser.browse(timeout: timeout) } catch {
+        let broadcasters: [DiscoveredService], sendspinServers: [DiscoveredService]
+        do {
+            broadcasters = try ServiceBrowser.browse(timeout: timeout)
+            sendspinServers = try ServiceBrowser.browse(type: PartyCastService.sendspinServerType, timeout: timeout)
+        } catch {
             throw exitFailing(error, program: "listener")
         }
-        if found.isEmpty { logger.notice("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)") }
-        for service in found {
-            // Everything here came over mDNS from any machine on the LAN: made safe to print.
-            let fields = [service.name, service.hostName, "\(service.address):\(service.port)",
-                          "codec=\(service.txt["codec"] ?? "?")", "listeners=\(service.txt["listeners"] ?? "?")",
-                          service.txt["key"] == "required" ? "private (needs --key)" : "public"]
-            Console.output(fields.map { String(untrusted: $0, limit: 80) }.joined(separator: "\t"))
+        if broadcasters.isEmpty && sendspinServers.isEmpty {
+            logger.notice("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)")
+        }
+        // Everything here came over mDNS from any machine on the LAN: made safe to print.
+        func line(_ fields: [String]) { Console.output(fields.map { String(untrusted: $0, limit: 80) }.joined(separator: "\t")) }
+        for service in broadcasters {
+            line([service.name, service.hostName, "\(service.address):\(service.port)", "partycast",
+                  "codec=\(service.txt["codec"] ?? "?")", "listeners=\(service.txt["listeners"] ?? "?")",
+                  service.txt["key"] == "required" ? "private (needs --key)" : "public"])
+        }
+        for service in sendspinServers {
+            // The spec's TXT `path` (default /sendspin): what `join --sendspin` takes.
+            let path = service.txt["path"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/sendspin"
+            line([service.name, service.hostName, "\(service.address):\(service.port)", "sendspin",
+                  "join --sendspin ws://\(service.address):\(service.port)\(path)"])
         }
     }
 }
