@@ -144,7 +144,7 @@ let package = Package(
         // The listener's Sendspin client role: a WebSocket (NIO's) to any Sendspin server, its stream
         // played through the listener's pipeline on the server's clock.
         .target(name: "PartyCastSendspinClient", dependencies: [
-            "PartyCastSendspin", "PartyCastNetwork", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastCore", "PartyCastWire",
+            "PartyCastSendspin", "PartyCastNetwork", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastDecoder", "PartyCastCore", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

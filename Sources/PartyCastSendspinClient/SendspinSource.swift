@@ -137,6 +137,9 @@ public final class SendspinSource: ScheduledPCMSource {
             switch event {
             case .audio: heardAudio = true
             case .joined(let name): logger.info("joined the Sendspin server \"\(String(untrusted: name, limit: 60))\"")
+            case .streamStart(let stream):
+                let format = stream.format
+                logger.debug("stream: \(format.codec.rawValue) \(format.sampleRate) Hz, \(format.bitDepth) bit, \(format.channels) channels")
             case .streamEnd where options.once:
                 control.connection.withLockedValue { $0?.leave() }
             default: break

@@ -55,7 +55,7 @@ final class SendspinListenerTests: XCTestCase {
         let steady = try inNamespace(listener, ["join", "--sendspin", url, "--output", "virtual:\(directory)/steady.wav", "--quiet"])
         let drifting = try inNamespace(listener, ["join", "--sendspin", url, "--output", "virtual:\(directory)/drifting.wav", "--quiet",
                                                   "--simulate-clock=-3,-120"])
-        let file = try inNamespace(listener, ["join", "--sendspin", url, "--output", "wav:\(directory)/file.wav", "--quiet"])
+        let file = try inNamespace(listener, ["join", "--sendspin", url, "--output", "wav:\(directory)/file.wav", "--quiet", "--log-level", "debug"])
         let listeners = [steady, drifting, file]
         defer { listeners.forEach { $0.signal(SIGTERM) } }
 
@@ -66,11 +66,14 @@ final class SendspinListenerTests: XCTestCase {
         file.signal(SIGINT)
         XCTAssertTrue(waitUntil(timeout: 90) { bytesRecorded("\(directory)/drifting.wav") >= 22 * second || !drifting.isRunning }, drifting.stderr)
         for process in [steady, drifting] { process.signal(SIGINT) }
+        var logs: [String: String] = [:]
         for (name, process) in zip(["steady", "drifting", "file"], listeners) {
             let result = process.wait(timeout: 30)
             XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("joined the Sendspin server \"Reference\""), "\(name): \(result.stderr)")
+            logs[name] = result.stderr
         }
+        XCTAssertTrue(logs["file"]?.contains("stream: flac 48000 Hz, 16 bit, 2 channels") == true, logs["file"] ?? "")
         server.signal(SIGINT)
         let served = server.wait(timeout: 30)
         XCTAssertEqual(served.stdout.components(separatedBy: "Client connected").count - 1, 3, served.stdout)
@@ -84,7 +87,8 @@ final class SendspinListenerTests: XCTestCase {
             XCTAssertEqual(audio.sampleRate, 48000)
             return stride(from: 0, to: audio.samples.count, by: audio.channels).map { audio.samples[$0] }
         }
-        // The decoded stream is the song: lossless PCM, every window but where the recording starts.
+        // The decoded stream is the song: lossless FLAC (the first format the listener asks for), every
+        // window but where the recording starts.
         let decoded = AlignedWindows(reference: left, recording: try leftChannel("file"), windowFrames: 24_000)
         let exact = decoded.filter { $0.snr >= 60 }
         XCTAssertGreaterThanOrEqual(exact.count, decoded.count - 1, "SNR per window: \(decoded.map { String(format: "%.0f", $0.snr) })")

@@ -70,7 +70,7 @@ final class SendspinClientSessionTests: XCTestCase {
         let peer = try XCTUnwrap(server.session?.peer)
         XCTAssertEqual(peer.name, "Kitchen")
         XCTAssertEqual(peer.activeRoles, ["player@v1"])
-        XCTAssertEqual(peer.format, SendspinAudioFormat(codec: .pcm, channels: 2, sampleRate: 48000, bitDepth: 16), "the first format offered")
+        XCTAssertEqual(peer.format, SendspinAudioFormat(codec: .pcm, channels: 2, sampleRate: 48000, bitDepth: 16), "the first format offered that this server encodes")
         XCTAssertEqual(peer.bufferCapacity, 1 << 20)
         XCTAssertEqual(server.session?.playerCommands, ["volume", "mute"], "the first client/state says what it obeys")
 
@@ -125,7 +125,7 @@ final class SendspinClientSessionTests: XCTestCase {
         let hello = try XCTUnwrap(seen["hello"] as? [String: Any])
         XCTAssertEqual(hello["name"] as? String, "Kitchen")
         XCTAssertEqual(hello["supported_roles"] as? [String], ["player@v1"])
-        XCTAssertEqual(hello["formats"] as? [[AnyHashable]], [["pcm", 48000, 2, 16], ["pcm", 48000, 2, 24], ["opus", 48000, 2, 16]])
+        XCTAssertEqual(hello["formats"] as? [[AnyHashable]], [["flac", 48000, 2, 16], ["pcm", 48000, 2, 16], ["pcm", 48000, 2, 24], ["opus", 48000, 2, 16]])
         XCTAssertEqual(hello["buffer_capacity"] as? Int, 1 << 20)
         XCTAssertEqual(hello["pairing_psk"] as? Bool, true)
         XCTAssertEqual(hello["unpaired_access"] as? Bool, true)
