@@ -74,9 +74,10 @@ final class SendspinClientConnection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let request = NIOLoopBound(UpgradeRequest(url: url), eventLoop: channel.eventLoop)
+                    let stamp = NIOLoopBound(ReadStamp(clock: clockSync.clock), eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: maxFrameBytes) { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
-                            let handler = SendspinClientHandler(session: session, inbox: inbox, clockSync: clockSync, logger: logger)
+                            let handler = SendspinClientHandler(session: session, inbox: inbox, clockSync: clockSync, readStamp: stamp.value, logger: logger)
                             // A message split over fragments is put together, up to one frame's worth.
                             try channel.pipeline.syncOperations.addHandler(NIOWebSocketFrameAggregator(
                                 minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: maxFrameBytes))
@@ -84,6 +85,8 @@ final class SendspinClientConnection: Sendable {
                             added.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: channel.eventLoop) }
                         }
                     }
+                    // First in the pipeline, so it sees each socket read before anything decodes it.
+                    try channel.pipeline.syncOperations.addHandler(stamp.value)
                     try channel.pipeline.syncOperations.addHTTPClientHandlers(
                         leftOverBytesStrategy: .forwardBytes,
                         withClientUpgrade: (upgraders: [upgrader], completionHandler: { context in
@@ -158,5 +161,21 @@ final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandler {
     /// Only a refused upgrade's response gets here: the connection is of no use.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.close(promise: nil)
+    }
+}
+
+/// When the socket read that brought the bytes being handled now came: a clock answer's t4, taken
+/// before the frames in front of it in that read are decrypted and handled (a read can bring a
+/// second of audio at once).
+final class ReadStamp: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let clock: LocalClock
+    private(set) var time: Int64 = 0
+
+    init(clock: LocalClock) { self.clock = clock }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        time = clock.now()
+        context.fireChannelRead(data)
     }
 }

@@ -18,15 +18,17 @@ final class SendspinClientHandler: ChannelInboundHandler {
     private var session: SendspinClientSession
     private let inbox: Inbox<SendspinEvent>
     private let clockSync: ClockSync
+    private let readStamp: ReadStamp
     private let logger: Logger
     private var context: ChannelHandlerContext?
     private var clockRequester: ClockRequester?
     private var closedReason: String?
 
-    init(session: SendspinClientSession, inbox: Inbox<SendspinEvent>, clockSync: ClockSync, logger: Logger) {
+    init(session: SendspinClientSession, inbox: Inbox<SendspinEvent>, clockSync: ClockSync, readStamp: ReadStamp, logger: Logger) {
         self.session = session
         self.inbox = inbox
         self.clockSync = clockSync
+        self.readStamp = readStamp
         self.logger = logger
     }
 
@@ -39,8 +41,8 @@ final class SendspinClientHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // t4 of a clock exchange: as close to the socket read as this handler gets.
-        let arrivedAt = clockSync.clock.now()
+        // t4 of a clock exchange: when the socket read that brought it came.
+        let arrivedAt = readStamp.time
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text:
