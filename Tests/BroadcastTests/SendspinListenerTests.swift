@@ -93,10 +93,12 @@ final class SendspinListenerTests: XCTestCase {
         let exact = decoded.filter { $0.snr >= 60 }
         XCTAssertGreaterThanOrEqual(exact.count, decoded.count - 1, "SNR per window: \(decoded.map { String(format: "%.0f", $0.snr) })")
         print("Sendspin: the decoded stream against the song, median SNR \(decoded.map(\.snr).sorted()[decoded.count / 2]) dB")
-        // The cards play it, on their clocks (a card slews to the server's schedule, so not sample for sample).
-        for name in ["steady", "drifting"] {
+        // The cards play it, on their clocks (a card slews to the server's schedule, so not sample for
+        // sample): the drifting card's clock is 120 ppm slow, so what it plays is the song resampled,
+        // ~3 samples apart across a half-second window, which a whole-sample alignment cannot follow.
+        for (name, bar) in [("steady", 0.9), ("drifting", 0.8)] {
             let windows = AlignedWindows(reference: left, recording: try leftChannel(name), windowFrames: 24_000)
-            let heard = windows.filter { $0.correlation >= 0.9 }
+            let heard = windows.filter { $0.correlation >= bar }
             XCTAssertGreaterThanOrEqual(heard.count, windows.count * 3 / 4, "\(name): \(windows.map { String(format: "%.2f", $0.correlation) })")
             print("Sendspin: \(name) against the song, median correlation \(windows.map(\.correlation).sorted()[windows.count / 2])")
         }
