@@ -217,6 +217,7 @@ struct Join: ParsableCommand {
     private func sendspinParty(URL text: String, clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
         let url: SendspinURL
         do { url = try SendspinURL(parsing: text) } catch { throw ValidationError(error.message) }
+        guard try key.key == nil else { throw ValidationError("--key is a PartyCast party's secret: a Sendspin server asks for none") }
         var options = SendspinSource.Options(url: url, playerName: listenerName ?? localHostName())
         options.once = once
         options.clock = clock
