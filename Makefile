@@ -104,6 +104,9 @@ fuzz: deps fixtures
 	Fuzz/.build/release/ListenerSessionFuzzer --write-seed Fuzz/corpus-session/seed
 	Fuzz/.build/release/ListenerSessionFuzzer Fuzz/corpus-session -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/session- -print_final_stats=1
+	mkdir -p Fuzz/corpus-sendspin
+	Fuzz/.build/release/SendspinClientFuzzer Fuzz/corpus-sendspin -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/sendspin- -print_final_stats=1
 	mkdir -p Fuzz/corpus-clock
 	Fuzz/.build/release/ClockDatagramFuzzer Fuzz/corpus-clock -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
 		-rss_limit_mb=2048 -artifact_prefix=Fuzz/crashes/clock- -print_final_stats=1

@@ -53,6 +53,8 @@ let package = Package(
         .library(name: "PartyCastClock", targets: ["PartyCastClock"]),
         .library(name: "PartyCastClockExchange", targets: ["PartyCastClockExchange"]),
         .library(name: "PartyCastNetwork", targets: ["PartyCastNetwork"]),
+        .library(name: "PartyCastSendspin", targets: ["PartyCastSendspin"]),
+        .library(name: "PartyCastSendspinClient", targets: ["PartyCastSendspinClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -135,6 +137,14 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
+        // The listener's Sendspin client role: a WebSocket (NIO's) to any Sendspin server, its stream
+        // played through the listener's pipeline on the server's clock.
+        .target(name: "PartyCastSendspinClient", dependencies: [
+            "PartyCastSendspin", "PartyCastNetwork", "PartyCastClock", "PartyCastClockExchange", "PartyCastCodec", "PartyCastDecoder", "PartyCastCore", "PartyCastWire",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
         // Benchmark tool: skew between virtual-card recordings, measured from the audio.
@@ -190,7 +200,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastSendspinClient", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
@@ -243,7 +253,7 @@ let package = Package(
                     exclude: ["sendspin"]),
         .testTarget(name: "LANTests", dependencies: ["PartyCastTestSupport", "PartyCastWire"]),
         // Sendspin's messages and session, hostile and fuzzed, and against aiosendspin's own models.
-        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastSources", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py"]),
+        .testTarget(name: "PartyCastSendspinTests", dependencies: ["PartyCastSendspin", "PartyCastSendspinClient", "PartyCastClock", "PartyCastSources", "PartyCastTestSupport"], exclude: ["aiosendspin_reference.py", "aiosendspin_client.py", "aiosendspin_server.py", "line_socket.py"]),
         // The command line's own parts: the party key from a file (a systemd credential).
         .testTarget(name: "PartyCastCLITests", dependencies: [
             "PartyCastCLI", "PartyCastWire", .product(name: "ArgumentParser", package: "swift-argument-parser"),

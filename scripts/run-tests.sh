@@ -20,12 +20,12 @@ slowest=(
     BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests HostileGuestFloodTests HostileGuestTests PartySyncTests StereoPairTests
     DebianPackageTests PartyControlTests LANTests PrivatePartyOnLANTests StationPartyOnLANTests
     OpenAPIContractTests PrivatePartyLoopbackTests HTTPSourceTests RemotePageTests DiscoveryOnLANTests
-    SendspinPlayerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
+    SendspinPlayerTests SendspinListenerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
 )
 # The classes that measure time on the audio (sync, latency, gain ramps, wake-ups), and the one that
 # loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's
 # flood) each would be under load its bars were not set for.
-timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests"
+timing="BadLinkSyncTests PartySyncTests SendspinListenerTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else

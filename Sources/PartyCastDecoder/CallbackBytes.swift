@@ -43,6 +43,9 @@ final class CallbackBytes {
         }
     }
 
+    /// The source has more now (bytes pushed to it after it ran dry): reads may go on.
+    func clearEnd() { reachedEnd = false }
+
     /// Moves to an absolute offset; false when the source cannot seek or the seek failed.
     func seek(to offset: Int64) -> Bool {
         guard source.canSeek, offset >= 0, failure == nil else { return false }

@@ -82,6 +82,15 @@ public final class FLACSource: PCMSource {
         return true
     }
 
+    /// For a source that is handed more bytes after it ran dry (a Sendspin stream's frames, one
+    /// chunk at a time): decoding goes on from the next frame. A frame cut short by the end is lost.
+    public func resumeAfterEnd() {
+        guard bytes.reachedEnd || flac.FLAC__stream_decoder_get_state(decoder) == FLAC__STREAM_DECODER_END_OF_STREAM else { return }
+        bytes.clearEnd()
+        decoded.removeAll(keepingCapacity: true)
+        _ = flac.FLAC__stream_decoder_flush(decoder)
+    }
+
     /// libFLAC's own seek: it finds the frame holding `frame` (by its seek table or by bisection)
     /// and the write callback receives that frame already cut to start at `frame`.
     public func seek(toFrame frame: Int) throws(PartyCastError) {

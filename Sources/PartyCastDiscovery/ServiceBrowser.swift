@@ -1,12 +1,13 @@
 import CAvahi
 import PartyCastCore
 
-/// Finds and resolves the `_partycast._tcp` services on the LAN (IPv4).
+/// Finds and resolves the services of one DNS-SD type on the LAN (IPv4): PartyCast broadcasters'
+/// `_partycast._tcp` unless told otherwise.
 public enum ServiceBrowser {
     /// Browses for up to `timeout` seconds, returning early once avahi has reported everything it
     /// knows ("all for now") and every resolve has answered. One entry per service name, sorted.
     /// Throws when avahi-daemon is not running (or goes away meanwhile).
-    public static func browse(timeout: Double) throws(PartyCastError) -> [DiscoveredService] {
+    public static func browse(type: String = PartyCastService.type, timeout: Double) throws(PartyCastError) -> [DiscoveredService] {
         guard timeout.isFinite, timeout >= 0 else {
             throw PartyCastError(.invalidArgument, "mDNS: the browse timeout must be 0 seconds or more, not \(timeout)")
         }
@@ -28,7 +29,7 @@ public enum ServiceBrowser {
                 if let browser = session.browser { Avahi.freeServiceBrowser(browser) }
                 Avahi.freeClient(client)
             }
-            session.browser = try Avahi.newServiceBrowser(client, type: PartyCastService.type, { browser, interface, proto, event, name, type, domain, _, context in
+            session.browser = try Avahi.newServiceBrowser(client, type: type, { browser, interface, proto, event, name, type, domain, _, context in
                 let session = BrowseSession.from(context)
                 switch event {
                 case AVAHI_BROWSER_NEW:

@@ -33,7 +33,7 @@ public final class NetworkSource: ScheduledPCMSource {
 
     /// The thread-safe side of a network source: stop it, or report to the broadcaster, from any thread.
     public final class Control: Sendable {
-        let inbox = Inbox()
+        let inbox = Inbox<PCEnvelope>()
         let clockSync: ClockSync
         fileprivate let connection = LockedValueBox<BroadcastClient?>(nil)
         private let stopped = Atomic<Bool>(false)
@@ -153,7 +153,7 @@ public final class NetworkSource: ScheduledPCMSource {
     public var wakeProducer: (@Sendable () -> Void)? { { [control] in control.inbox.wakeup.signal() } }
 
     /// Applies one inbox item; false when the stream is over for good.
-    private func apply(_ item: Inbox.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {
+    private func apply(_ item: Inbox<PCEnvelope>.Item, into buffer: inout [Float]) throws(PartyCastError) -> Bool {
         switch item {
         case .failed(let error):
             throw error

@@ -115,17 +115,18 @@ struct NoiseSymmetric: Sendable {
     }
 }
 
+/// Both directions' ciphers once a handshake is through.
+public struct NoiseTransport: Sendable {
+    var sending: NoiseCipher
+    var receiving: NoiseCipher
+
+    public mutating func seal(_ plaintext: [UInt8]) throws(NoiseError) -> [UInt8] { try sending.encrypt(plaintext, ad: []) }
+    public mutating func open(_ ciphertext: some Collection<UInt8>) throws(NoiseError) -> [UInt8] { try receiving.decrypt(ciphertext, ad: []) }
+}
+
 /// The initiator of `Noise_KKpsk2_25519_<suite>` (both statics known beforehand; the PSK mixed in at
 /// message 2): what a Sendspin server runs. `-> e, es, ss` then `<- e, ee, se, psk`.
 public struct NoiseKKInitiator: Sendable {
-    public struct Transport: Sendable {
-        var sending: NoiseCipher
-        var receiving: NoiseCipher
-
-        public mutating func seal(_ plaintext: [UInt8]) throws(NoiseError) -> [UInt8] { try sending.encrypt(plaintext, ad: []) }
-        public mutating func open(_ ciphertext: some Collection<UInt8>) throws(NoiseError) -> [UInt8] { try receiving.decrypt(ciphertext, ad: []) }
-    }
-
     private var symmetric: NoiseSymmetric
     private let staticKey: X25519KeyPair
     private let ephemeral: X25519KeyPair
@@ -156,7 +157,7 @@ public struct NoiseKKInitiator: Sendable {
     }
 
     /// Reads message 2 and returns its payload and the transport it keys.
-    public mutating func readMessage2(_ message: [UInt8]) throws(NoiseError) -> (payload: [UInt8], transport: Transport) {
+    public mutating func readMessage2(_ message: [UInt8]) throws(NoiseError) -> (payload: [UInt8], transport: NoiseTransport) {
         guard message.count >= 32 + 16 else { throw NoiseError("Noise message 2 is \(message.count) bytes, too short") }
         let re = Array(message.prefix(32))
         symmetric.mixHash(re)
@@ -166,6 +167,53 @@ public struct NoiseKKInitiator: Sendable {
         symmetric.mixKeyAndHash(psk)
         let payload = try symmetric.decryptAndHash(Array(message.dropFirst(32)))
         let (initiatorToResponder, responderToInitiator) = symmetric.split()
-        return (payload, Transport(sending: initiatorToResponder, receiving: responderToInitiator))
+        return (payload, NoiseTransport(sending: initiatorToResponder, receiving: responderToInitiator))
+    }
+}
+
+/// The responder of the same pattern: what a Sendspin client runs against a server's message 1.
+/// The PSK comes after message 1 is read, since that message's payload names it.
+public struct NoiseKKResponder: Sendable {
+    private var symmetric: NoiseSymmetric
+    private let staticKey: X25519KeyPair
+    private let ephemeral: X25519KeyPair
+    private let remoteStatic: [UInt8]
+    private var remoteEphemeral: [UInt8] = []
+
+    public init(suite: NoiseSuite, staticKey: X25519KeyPair, remoteStatic: [UInt8], prologue: [UInt8], ephemeral: X25519KeyPair = .init()) {
+        symmetric = NoiseSymmetric(protocolName: "Noise_KKpsk2_" + suite.rawValue, suite: suite)
+        self.staticKey = staticKey
+        self.ephemeral = ephemeral
+        self.remoteStatic = remoteStatic
+        symmetric.mixHash(prologue)
+        // The pre-messages in pattern order: the initiator's static first.
+        symmetric.mixHash(remoteStatic)
+        symmetric.mixHash(staticKey.publicKey)
+    }
+
+    /// Reads message 1 (`e, es, ss`) and returns its payload.
+    public mutating func readMessage1(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
+        guard message.count >= 32 + 16 else { throw NoiseError("Noise message 1 is \(message.count) bytes, too short") }
+        let re = Array(message.prefix(32))
+        symmetric.mixHash(re)
+        symmetric.mixKey(re)  // the psk modifier
+        symmetric.mixKey(try staticKey.sharedSecret(with: re))
+        symmetric.mixKey(try staticKey.sharedSecret(with: remoteStatic))
+        remoteEphemeral = re
+        return try symmetric.decryptAndHash(Array(message.dropFirst(32)))
+    }
+
+    /// Message 2 (`e, ee, se, psk`) carrying `payload`, and the transport it keys.
+    public mutating func writeMessage2(payload: [UInt8], psk: [UInt8]) throws(NoiseError) -> (message: [UInt8], transport: NoiseTransport) {
+        guard remoteEphemeral.count == 32 else { throw NoiseError("message 2 before message 1") }
+        let e = ephemeral.publicKey
+        symmetric.mixHash(e)
+        symmetric.mixKey(e)
+        symmetric.mixKey(try ephemeral.sharedSecret(with: remoteEphemeral))
+        symmetric.mixKey(try ephemeral.sharedSecret(with: remoteStatic))
+        symmetric.mixKeyAndHash(psk)
+        let message = e + (try symmetric.encryptAndHash(payload))
+        let (initiatorToResponder, responderToInitiator) = symmetric.split()
+        return (message, NoiseTransport(sending: responderToInitiator, receiving: initiatorToResponder))
     }
 }

@@ -14,3 +14,22 @@ public enum SendspinPCM {
         return bytes
     }
 }
+
+extension SendspinPCM {
+    /// `bytes` of `bitDepth` (16 or 24) PCM as floats in −1…1, appended to `output`; a trailing
+    /// partial sample is ignored.
+    public static func decode(_ bytes: [UInt8], bitDepth: Int, into output: inout [Float]) {
+        let bytesPerSample = bitDepth == 24 ? 3 : 2
+        let scale = 1 / Float(1 << (bytesPerSample * 8 - 1))
+        output.reserveCapacity(output.count + bytes.count / bytesPerSample)
+        var index = 0
+        while index + bytesPerSample <= bytes.count {
+            var value: Int32 = 0
+            for byte in 0..<bytesPerSample { value |= Int32(bytes[index + byte]) << (8 * byte) }
+            // Sign-extend from the sample's top bit.
+            let unused = Int32(32 - 8 * bytesPerSample)
+            output.append(Float((value << unused) >> unused) * scale)
+            index += bytesPerSample
+        }
+    }
+}

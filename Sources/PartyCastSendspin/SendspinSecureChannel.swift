@@ -10,9 +10,9 @@ public struct SendspinSecureChannel: Sendable {
 
     /// Noise's 65535-byte limit less the tag.
     public static let maxPlaintext = 65535 - 16
-    private var transport: NoiseKKInitiator.Transport
+    private var transport: NoiseTransport
 
-    init(transport: NoiseKKInitiator.Transport) { self.transport = transport }
+    init(transport: NoiseTransport) { self.transport = transport }
 
     public mutating func seal(text json: [UInt8]) throws(NoiseError) -> [UInt8] {
         try seal([0] + json)
@@ -30,7 +30,7 @@ public struct SendspinSecureChannel: Sendable {
         return try transport.seal(plaintext)
     }
 
-    /// One WebSocket binary message from the client. Fragments are refused: a client's messages
+    /// One WebSocket binary message from the peer. Fragments are refused: the messages either side
     /// are small, and reassembly would be memory a peer makes us hold.
     public mutating func open(_ frame: some Collection<UInt8>) throws(NoiseError) -> Message {
         guard frame.count <= 65535 else { throw NoiseError("a transport frame of \(frame.count) bytes") }

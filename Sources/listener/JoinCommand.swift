@@ -7,6 +7,7 @@ import PartyCastDiscovery
 import PartyCastNetwork
 import PartyCastOutput
 import PartyCastPlayer
+import PartyCastSendspinClient
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +29,9 @@ final class Throttle: Sendable {
 extension ChannelAssignment: ExpressibleByArgument {}
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the PartyCast broadcasters on the LAN (via mDNS).")
+    static let configuration = CommandConfiguration(
+        abstract: "List the parties on the LAN (via mDNS): PartyCast broadcasters and Sendspin servers.",
+        discussion: "One line each: name, host, address:port, the protocol it speaks, then what it says of itself.")
 
     @Option(help: "Seconds to listen for answers.")
     var timeout = 2.0
@@ -37,17 +40,28 @@ struct List: ParsableCommand {
 
     func run() throws {
         let logger = logging.bootstrap(program: "listener")
-        let found: [DiscoveredService]
-        do { found = try ServiceBrowser.browse(timeout: timeout) } catch {
+        let broadcasters: [DiscoveredService], sendspinServers: [DiscoveredService]
+        do {
+            broadcasters = try ServiceBrowser.browse(timeout: timeout)
+            sendspinServers = try ServiceBrowser.browse(type: PartyCastService.sendspinServerType, timeout: timeout)
+        } catch {
             throw exitFailing(error, program: "listener")
         }
-        if found.isEmpty { logger.notice("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)") }
-        for service in found {
-            // Everything here came over mDNS from any machine on the LAN: made safe to print.
-            let fields = [service.name, service.hostName, "\(service.address):\(service.port)",
-                          "codec=\(service.txt["codec"] ?? "?")", "listeners=\(service.txt["listeners"] ?? "?")",
-                          service.txt["key"] == "required" ? "private (needs --key)" : "public"]
-            Console.output(fields.map { String(untrusted: $0, limit: 80) }.joined(separator: "\t"))
+        if broadcasters.isEmpty && sendspinServers.isEmpty {
+            logger.notice("no broadcasters found on the LAN (is one running, and avahi-daemon on both machines?)")
+        }
+        // Everything here came over mDNS from any machine on the LAN: made safe to print.
+        func line(_ fields: [String]) { Console.output(fields.map { String(untrusted: $0, limit: 80) }.joined(separator: "\t")) }
+        for service in broadcasters {
+            line([service.name, service.hostName, "\(service.address):\(service.port)", "partycast",
+                  "codec=\(service.txt["codec"] ?? "?")", "listeners=\(service.txt["listeners"] ?? "?")",
+                  service.txt["key"] == "required" ? "private (needs --key)" : "public"])
+        }
+        for service in sendspinServers {
+            // The spec's TXT `path` (default /sendspin): what `join --sendspin` takes.
+            let path = service.txt["path"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/sendspin"
+            line([service.name, service.hostName, "\(service.address):\(service.port)", "sendspin",
+                  "join --sendspin ws://\(service.address):\(service.port)\(path)"])
         }
     }
 }
@@ -62,6 +76,10 @@ struct Join: ParsableCommand {
 
     @Option(help: "Connect to HOST[:PORT] directly, without mDNS.")
     var host: String?
+
+    @Option(help: ArgumentHelp("Play from the Sendspin server at URL (Music Assistant, `sendspin serve`) instead of a PartyCast broadcaster.",
+                               valueName: "ws://HOST:PORT/sendspin"))
+    var sendspin: String?
 
     @Option(name: .shortAndLong, help: "alsa[:DEVICE] (`listener devices` lists them) | wav:PATH | null | virtual:PATH | auto")
     var output = "auto"
@@ -100,6 +118,10 @@ struct Join: ParsableCommand {
 
     func validate() throws {
         if simulateClock != nil { _ = try simulatedClock() }
+        if let sendspin {
+            do { _ = try SendspinURL(parsing: sendspin) } catch { throw ValidationError(error.message) }
+            guard host == nil, name == nil else { throw ValidationError("--sendspin names the server: no NAME or --host with it") }
+        }
         guard abs(latencyOffsetMilliseconds) <= 2000 else { throw ValidationError("--latency-offset takes −2000…2000 ms") }
     }
 
@@ -120,21 +142,6 @@ struct Join: ParsableCommand {
         installInterruptHandler()
         let clock = try simulatedClock()
         let device = try resolveOutput(output, clock: clock, logger: logger)
-        let resolver: EndpointResolver
-        do { resolver = try endpointResolver() } catch let error as PartyCastError {
-            if interrupted.load(ordering: .relaxed) { return }
-            throw exitFailing(error, program: "listener")
-        }
-        var options = NetworkSource.Options(listenerName: listenerName ?? localHostName(), hostName: localHostName())
-        options.once = once
-        options.clock = clock
-        options.sync = !noSync
-        options.key = try key.key
-        var exchangeLog: ClockExchangeLog?
-        if let clockLog {
-            do { exchangeLog = try ClockExchangeLog(path: clockLog, clock: clock) } catch { throw exitFailing(error, program: "listener") }
-        }
-        let control = NetworkSource.Control(clock: clock, clockLog: exchangeLog)
         var playerOptions = PlayerOptions()
         playerOptions.sync = !noSync
         playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000
@@ -148,10 +155,18 @@ struct Join: ParsableCommand {
         let terminal = Console.isTerminal && !quiet
         // A status line ten times a second; without one, the broadcaster's report once a second.
         playerOptions.statusIntervalSeconds = terminal ? 0.1 : 1
-        let sourceOptions = options
-        let player = Player(output: device, options: playerOptions) { () throws(PartyCastError) -> PCMSource in
-            NetworkSource(options: sourceOptions, control: control, logger: logger, resolve: resolver)
+        var exchangeLog: ClockExchangeLog?
+        if let clockLog {
+            do { exchangeLog = try ClockExchangeLog(path: clockLog, clock: clock) } catch { throw exitFailing(error, program: "listener") }
         }
+        let party: JoinedParty
+        if let sendspin {
+            party = try sendspinParty(URL: sendspin, clock: clock, clockLog: exchangeLog, logger: logger)
+        } else {
+            party = try nativeParty(clock: clock, clockLog: exchangeLog, logger: logger)
+        }
+        let player = Player(output: device, options: playerOptions, source: party.open)
+        let control = party.control
         // The player first, so whatever the source throws once cancelled counts as the user's stop.
         @Sendable func quit() {
             player.stop()
@@ -167,14 +182,45 @@ struct Join: ParsableCommand {
                 logger.debug("player: \(status.state)\(status.syncErrorMicroseconds.map { ", sync error \($0) µs" } ?? "")")
             }
             if !terminal { titles.note(status) }
-            if reports.due() { control.report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
-                                                         latencyOffsetMilliseconds: status.latencyOffsetMilliseconds, channel: status.channel) }
+            if reports.due() { control.report(status) }
             if terminal { StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds) }
         }
         let reason = player.run()
         keys?.finish()
         if terminal { Console.endStatus() }
         try finish(reason)
+    }
+
+    /// A PartyCast broadcaster's party: found by mDNS or --host, over the native protocol.
+    private func nativeParty(clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
+        let resolver: EndpointResolver
+        do { resolver = try endpointResolver() } catch let error as PartyCastError {
+            if interrupted.load(ordering: .relaxed) { throw ExitCode.success }
+            throw exitFailing(error, program: "listener")
+        }
+        var options = NetworkSource.Options(listenerName: listenerName ?? localHostName(), hostName: localHostName())
+        options.once = once
+        options.clock = clock
+        options.sync = !noSync
+        options.key = try key.key
+        let control = NetworkSource.Control(clock: clock, clockLog: clockLog)
+        return JoinedParty(control: control) { [options] () throws(PartyCastError) -> PCMSource in
+            NetworkSource(options: options, control: control, logger: logger, resolve: resolver)
+        }
+    }
+
+    /// A Sendspin server's group, as one more of its players.
+    private func sendspinParty(URL text: String, clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
+        let url: SendspinURL
+        do { url = try SendspinURL(parsing: text) } catch { throw ValidationError(error.message) }
+        guard try key.key == nil else { throw ValidationError("--key is a PartyCast party's secret: a Sendspin server asks for none") }
+        var options = SendspinSource.Options(url: url, playerName: listenerName ?? localHostName())
+        options.once = once
+        options.clock = clock
+        let control = SendspinSource.Control(clock: clock, clockLog: clockLog)
+        return JoinedParty(control: control) { [options] () throws(PartyCastError) -> PCMSource in
+            SendspinSource(options: options, control: control, logger: logger)
+        }
     }
 
     /// How to find the broadcaster before each (re)connection.
@@ -224,4 +270,29 @@ struct Join: ParsableCommand {
             return found[pick - 1]
         }
     }
+}
+
+/// What `join` needs of a party, whichever protocol it speaks: its source for the player, and the
+/// side other threads hold (stop it, report to it, the clock's bound for the status line).
+struct JoinedParty {
+    let control: any PartyControlSide
+    let open: @Sendable () throws(PartyCastError) -> PCMSource
+}
+
+protocol PartyControlSide: Sendable {
+    func cancel()
+    func report(_ status: PlayerStatus)
+    var clockBoundMicroseconds: Int? { get }
+}
+
+extension NetworkSource.Control: PartyControlSide {
+    func report(_ status: PlayerStatus) {
+        report(bufferMilliseconds: status.bufferedMilliseconds, syncErrorMicroseconds: status.syncErrorMicroseconds,
+               latencyOffsetMilliseconds: status.latencyOffsetMilliseconds, channel: status.channel)
+    }
+}
+
+extension SendspinSource.Control: PartyControlSide {
+    /// A Sendspin server hears a player's volume and mute, which its commands set: nothing more to tell.
+    func report(_ status: PlayerStatus) {}
 }

@@ -90,8 +90,14 @@ final class PrivatePartyOnLANTests: XCTestCase {
         // (2) `listener list` on host3 tells the private party from the public one; so does avahi-browse.
         let listed = eventually(timeout: 20) { () -> [String]? in
             let lines = (try? self.run(3, [self.listener, "list", "--timeout", "2"], timeout: 15).stdout)?.split(separator: "\n").map(String.init) ?? []
-            return lines.contains { $0.hasPrefix("Private Party\t") } && lines.contains { $0.hasPrefix("Public Party\t") } ? lines : nil
+            let sendspin = lines.contains { $0.hasPrefix("Public Party\t") && $0.contains("\tsendspin\t") }
+            return lines.contains { $0.hasPrefix("Private Party\t") } && lines.contains { $0.hasPrefix("Public Party\t") } && sendspin ? lines : nil
         }
+        // Each protocol a party speaks is a line: the public party's Sendspin server too, the private one's stays off.
+        XCTAssertEqual(listed?.filter { $0.hasPrefix("Public Party\t") }.map { $0.split(separator: "\t")[3] }, ["partycast", "sendspin"], "\(listed ?? [])")
+        XCTAssertEqual(listed?.first { $0.hasPrefix("Public Party\t") && $0.contains("\tsendspin\t") }?.split(separator: "\t").last.map(String.init),
+                       "join --sendspin ws://\(address(4)):8927/sendspin", "\(listed ?? [])")
+        XCTAssertEqual(listed?.filter { $0.hasPrefix("Private Party\t") }.count, 1, "\(listed ?? [])")
         let privateLine = listed?.first { $0.hasPrefix("Private Party\t") }
         XCTAssertEqual(privateLine?.split(separator: "\t").last, "private (needs --key)", "\(listed ?? [])")
         XCTAssertTrue(privateLine?.contains("\t\(address(1)):7360\t") == true, "\(listed ?? [])")

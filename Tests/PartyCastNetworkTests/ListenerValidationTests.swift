@@ -240,16 +240,16 @@ final class ListenerValidationTests: XCTestCase {
     // MARK: The inbox
 
     func testTheInboxPushesBackInsteadOfDropping() {
-        let inbox = Inbox()
+        let inbox = Inbox<PCEnvelope>()
         let resumed = Atomic<Int>(0)
         var accepted = 0
-        let message = Inbox.Item.message(PCEnvelope(), arrivedAt: 0)
+        let message = Inbox<PCEnvelope>.Item.message(PCEnvelope(), arrivedAt: 0)
         while inbox.put(message, bytes: 64 * 1024, resume: { resumed.add(1, ordering: .relaxed) }) { accepted += 1 }
-        XCTAssertEqual(accepted + 1, Inbox.byteBudget / (64 * 1024), "full at the budget")
+        XCTAssertEqual(accepted + 1, Inbox<PCEnvelope>.byteBudget / (64 * 1024), "full at the budget")
         inbox.close(.closed("bye"))
         for _ in 0..<(accepted + 1) / 2 { _ = inbox.take(timeoutNanoseconds: 0) }
         XCTAssertEqual(resumed.load(ordering: .relaxed), 1, "reading resumes once half is taken")
-        var rest: [Inbox.Item] = []
+        var rest: [Inbox<PCEnvelope>.Item] = []
         while let item = inbox.take(timeoutNanoseconds: 0) { rest.append(item) }
         XCTAssertEqual(rest.count, accepted + 1 - (accepted + 1) / 2 + 1, "nothing dropped")
         guard case .closed? = rest.last else { return XCTFail("the end of the connection comes last") }
@@ -271,10 +271,10 @@ final class ListenerValidationTests: XCTestCase {
         guard case .metadata(let kept)? = received.body else { return XCTFail("a Metadata") }
         XCTAssertEqual(kept.title, "flood")
         XCTAssertTrue(kept.unknownFields.data.isEmpty && received.unknownFields.data.isEmpty, "nothing unknown kept")
-        XCTAssertEqual(Inbox.cost(of: received, framedBytes: decoder.lastMessageBytes), 9 + Inbox.messageOverhead)
+        XCTAssertEqual(Inbox<PCEnvelope>.cost(of: received, framedBytes: decoder.lastMessageBytes), 9 + Inbox<PCEnvelope>.messageOverhead)
 
         // Tiny messages cost their bookkeeping: a flood of them is bounded by the budget too.
         let tiny = envelope(.metadata(PCMetadata()))
-        XCTAssertEqual(Inbox.cost(of: tiny, framedBytes: 6), 2 + Inbox.messageOverhead)
+        XCTAssertEqual(Inbox<PCEnvelope>.cost(of: tiny, framedBytes: 6), 2 + Inbox<PCEnvelope>.messageOverhead)
     }
 }

@@ -7,19 +7,22 @@ import XCTest
 /// The encrypted opening aiosendspin 10's clients (`sendspin daemon`) insist on, against that
 /// library's own client handshake, and against hostile frames.
 final class SendspinEncryptedTests: XCTestCase {
-    /// aiosendspin_client.py as a process whose stdin and stdout stand in for the WebSocket.
+    /// aiosendspin_client.py (or another script of line_socket.py's) as a process whose stdin and
+    /// stdout stand in for the WebSocket.
     final class ReferenceClient {
         let process = Process()
         let input = Pipe(), output = Pipe()
         var buffered = Data()
 
-        init(suite: NoiseSuite) throws {
+        convenience init(suite: NoiseSuite) throws { try self.init(script: "aiosendspin_client.py", arguments: [suite.rawValue]) }
+
+        init(script: String, arguments: [String]) throws {
             let python = testDriver("python")
             guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
                 throw XCTSkip("no aiosendspin in \(python): run `make deps`")
             }
             process.executableURL = URL(fileURLWithPath: python)
-            process.arguments = [URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("aiosendspin_client.py").path, suite.rawValue]
+            process.arguments = [URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(script).path] + arguments
             process.standardInput = input
             process.standardOutput = output
             try process.run()

@@ -1,8 +1,9 @@
 # aiosendspin's own client handshake (run_handshake_client, as `sendspin daemon` runs it) over a
 # WebSocket stand-in: each frame one JSON line, {"t": text} or {"b": base64}, on stdout to the
 # server under test and on stdin from it. Then it speaks as a player and prints what it read.
-import asyncio, base64, json, sys
-from aiohttp import WSMessage, WSMsgType
+import asyncio, json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from line_socket import LineSocket
 from aiosendspin.models.core import ClientHelloMessage, ClientHelloPayload, ClientTimeMessage, ClientTimePayload
 from aiosendspin.models.player import ClientHelloPlayerSupport, SupportedAudioFormat, unpack_player_audio_header, PLAYER_AUDIO_HEADER_SIZE
 from aiosendspin.models.types import AudioCodec, ServerMessage
@@ -12,32 +13,6 @@ from aiosendspin.noise.driver import run_handshake_client
 from aiosendspin.noise.keys import psk_id_for
 from aiosendspin.noise.session import NoiseCipherSuite
 from aiosendspin.noise.trust_store import PskCategory, ResolvedPsk
-
-
-class LineSocket:
-    closed = False
-    close_code = None
-
-    async def send_str(self, data):
-        print(json.dumps({"t": data}), flush=True)
-
-    async def send_bytes(self, data):
-        print(json.dumps({"b": base64.b64encode(bytes(data)).decode()}), flush=True)
-
-    async def receive(self):
-        line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        if not line:
-            return WSMessage(WSMsgType.CLOSED, None, None)
-        frame = json.loads(line)
-        if "t" in frame:
-            return WSMessage(WSMsgType.TEXT, frame["t"], None)
-        return WSMessage(WSMsgType.BINARY, base64.b64decode(frame["b"]), None)
-
-    async def close(self):
-        return True
-
-    def exception(self):
-        return None
 
 
 async def resolve(psk_id, category):

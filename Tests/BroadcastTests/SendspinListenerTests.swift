@@ -1,0 +1,117 @@
+import Foundation
+import PartyCastTestSupport
+import XCTest
+
+/// `listener join --sendspin` against the reference server, `sendspin serve` (PyPI, pinned in
+/// scripts/test-requirements.txt): the listener plays the server's song through its own pipeline,
+/// in step with the server's other players, and aiosendspin finds nothing non-compliant in it.
+/// Everything runs in a network namespace of the test's own: `sendspin serve` advertises itself
+/// over mDNS, which never goes out in the root namespace.
+final class SendspinListenerTests: XCTestCase {
+    var listener = "", skewTool = ""
+
+    override func setUpWithError() throws {
+        let bin = try releaseBuilds()
+        (listener, skewTool) = ("\(bin)/listener", "\(bin)/partycast-skew")
+    }
+
+    /// A namespace with only its own loopback, removed when the test ends.
+    func isolatedLoopback() throws -> String {
+        let name = "pc-sendspin-\(getpid())"
+        _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name])  // a crashed run's leftover of this PID
+        let added = try runProcess("/usr/sbin/ip", ["netns", "add", name])
+        guard added.status == 0 else { throw XCTSkip("no network namespaces here: \(added.stderr)") }
+        addTeardownBlock { _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name]) }
+        XCTAssertEqual(try runProcess("/usr/sbin/ip", ["netns", "exec", name, "ip", "link", "set", "lo", "up"]).status, 0)
+        return name
+    }
+
+    func bytesRecorded(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
+    /// Two listeners on simulated cards (one clock 3 s off and 120 ppm slow) and one writing the
+    /// decoded stream to a file join `sendspin serve`: the file is the song, sample for sample; the
+    /// cards play it, and play it within the bar of each other.
+    func testTwoListenersPlayASendspinServersSongInStep() throws {
+        let sendspin = testDriver("sendspin")
+        guard FileManager.default.isExecutableFile(atPath: sendspin) else { throw XCTSkip("no sendspin in the tests' venv: run `make deps`") }
+        let namespace = try isolatedLoopback()
+        let directory = try temporaryDirectory()
+        // Broadband sound gives a sharp correlation peak; 48 kHz 16-bit, what the listener asks for first.
+        let song = "\(directory)/noise.wav"
+        XCTAssertEqual(try runProcess("sox", ["-R", "-n", "-r", "48000", "-c", "2", "-b", "16", song, "synth", "20", "pinknoise",
+                                              "tremolo", "0.5", "40", "gain", "-n", "-3"]).status, 0)
+        func inNamespace(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws -> BackgroundProcess {
+            try startProcess("/usr/sbin/ip", ["netns", "exec", namespace, program] + arguments, environment: environment)
+        }
+        let port = freePort()
+        // HOME: sendspin keeps its settings there.
+        let server = try inNamespace(sendspin, ["serve", "--port", "\(port)", "--name", "Reference", song], environment: ["HOME": directory])
+        defer { server.signal(SIGTERM) }
+        XCTAssertTrue(server.waitForStderr("Sendspin server started successfully on 0.0.0.0:\(port)", timeout: 60), server.stderr)
+        let url = "ws://127.0.0.1:\(port)/sendspin"
+        // The first player to connect starts the song, from its beginning, for all three.
+        let steady = try inNamespace(listener, ["join", "--sendspin", url, "--output", "virtual:\(directory)/steady.wav", "--quiet"])
+        let drifting = try inNamespace(listener, ["join", "--sendspin", url, "--output", "virtual:\(directory)/drifting.wav", "--quiet",
+                                                  "--simulate-clock=-3,-120"])
+        let file = try inNamespace(listener, ["join", "--sendspin", url, "--output", "wav:\(directory)/file.wav", "--quiet", "--log-level", "debug"])
+        let listeners = [steady, drifting, file]
+        defer { listeners.forEach { $0.signal(SIGTERM) } }
+
+        // Float32 stereo: 8 bytes a frame. The file gets the song as fast as the server sends it
+        // (5 s ahead); stopped before the song comes round again.
+        let second = 8 * 48000
+        XCTAssertTrue(waitUntil(timeout: 90) { bytesRecorded("\(directory)/file.wav") >= 21 * second || !file.isRunning }, file.stderr)
+        file.signal(SIGINT)
+        XCTAssertTrue(waitUntil(timeout: 90) { bytesRecorded("\(directory)/drifting.wav") >= 22 * second || !drifting.isRunning }, drifting.stderr)
+        for process in [steady, drifting] { process.signal(SIGINT) }
+        var logs: [String: String] = [:]
+        for (name, process) in zip(["steady", "drifting", "file"], listeners) {
+            let result = process.wait(timeout: 30)
+            XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("joined the Sendspin server \"Reference\""), "\(name): \(result.stderr)")
+            logs[name] = result.stderr
+        }
+        XCTAssertTrue(logs["file"]?.contains("stream: flac 48000 Hz, 16 bit, 2 channels") == true, logs["file"] ?? "")
+        server.signal(SIGINT)
+        let served = server.wait(timeout: 30)
+        XCTAssertEqual(served.stdout.components(separatedBy: "Client connected").count - 1, 3, served.stdout)
+        // aiosendspin logs every spec deviation it tolerates as "non-compliant client …".
+        XCTAssertFalse(served.stderr.contains("non-compliant"), served.stderr)
+
+        let source = try readAudio(song)
+        let left = stride(from: 0, to: source.samples.count, by: 2).map { source.samples[$0] }
+        func leftChannel(_ name: String) throws -> [Float] {
+            let audio = try readAudio("\(directory)/\(name).wav")
+            XCTAssertEqual(audio.sampleRate, 48000)
+            return stride(from: 0, to: audio.samples.count, by: audio.channels).map { audio.samples[$0] }
+        }
+        // The decoded stream is the song: lossless FLAC (the first format the listener asks for), every
+        // window but where the recording starts.
+        let decoded = AlignedWindows(reference: left, recording: try leftChannel("file"), windowFrames: 24_000)
+        let exact = decoded.filter { $0.snr >= 60 }
+        XCTAssertGreaterThanOrEqual(exact.count, decoded.count - 1, "SNR per window: \(decoded.map { String(format: "%.0f", $0.snr) })")
+        print("Sendspin: the decoded stream against the song, median SNR \(decoded.map(\.snr).sorted()[decoded.count / 2]) dB")
+        // The cards play it, on their clocks (a card slews to the server's schedule, so not sample for
+        // sample): the drifting card's clock is 120 ppm slow, so what it plays is the song resampled,
+        // ~3 samples apart across a half-second window, which a whole-sample alignment cannot follow.
+        for (name, bar) in [("steady", 0.9), ("drifting", 0.8)] {
+            let windows = AlignedWindows(reference: left, recording: try leftChannel(name), windowFrames: 24_000)
+            let heard = windows.filter { $0.correlation >= bar }
+            XCTAssertGreaterThanOrEqual(heard.count, windows.count * 3 / 4, "\(name): \(windows.map { String(format: "%.2f", $0.correlation) })")
+            print("Sendspin: \(name) against the song, median correlation \(windows.map(\.correlation).sorted()[windows.count / 2])")
+        }
+
+        let measured = try runProcess(skewTool, ["\(directory)/steady.wav", "\(directory)/drifting.wav", "--settle-s", "5", "--json",
+                                                 "--csv", "\(directory)/skew.csv"], timeout: 120)
+        XCTAssertEqual(measured.status, 0, measured.stderr)
+        print("Sendspin: skew between two listeners: \(measured.stdout)")
+        let report = try JSONDecoder().decode(SkewReport.self, from: Data(measured.stdout.utf8))
+        for summary in report.summaries {
+            XCTAssertGreaterThan(summary.points, 60, "\(summary.name): \(measured.stdout)")
+            // The issue's bar for two PartyCast listeners on one Sendspin server.
+            XCTAssertLessThanOrEqual(summary.p99Microseconds ?? .infinity, 200, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
+        }
+    }
+}
