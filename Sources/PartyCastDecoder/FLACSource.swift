@@ -35,8 +35,9 @@ public final class FLACSource: PCMSource {
         guard let decoder = flac.FLAC__stream_decoder_new() else { throw PartyCastError(.decoder, "libFLAC could not start") }
         self.decoder = decoder
         bytes = CallbackBytes(source)
-        flac.FLAC__stream_decoder_set_md5_checking(decoder, 0)
-        flac.FLAC__stream_decoder_set_metadata_respond(decoder, FLAC__METADATA_TYPE_VORBIS_COMMENT)
+        // Both fail only on a decoder already initialised; this one was made just above.
+        _ = flac.FLAC__stream_decoder_set_md5_checking(decoder, 0)
+        _ = flac.FLAC__stream_decoder_set_metadata_respond(decoder, FLAC__METADATA_TYPE_VORBIS_COMMENT)
         let seekable = source.canSeek
         let status = flac.FLAC__stream_decoder_init_stream(
             decoder, flacRead, seekable ? flacSeek : nil, seekable ? flacTell : nil, seekable ? flacLength : nil,
@@ -107,7 +108,8 @@ public final class FLACSource: PCMSource {
         try bytes.rethrowFailure()
         guard ok != 0 else {
             decoded.removeAll(keepingCapacity: true)
-            flac.FLAC__stream_decoder_flush(decoder)
+            // The seek's failure is what is reported; a flush that fails too adds nothing to it.
+            _ = flac.FLAC__stream_decoder_flush(decoder)
             throw PartyCastError(.decoder, "libFLAC could not seek to sample \(target): \(stateText)")
         }
     }

@@ -34,7 +34,8 @@ public final class VorbisSource: PCMSource {
     }
 
     deinit {
-        if isOpen { vorbisfile.ov_clear(file) }
+        // ov_clear always returns 0 (vorbisfile.c).
+        if isOpen { _ = vorbisfile.ov_clear(file) }
         file.deallocate()
     }
 
