@@ -56,10 +56,11 @@ public func sleepUntil(monotonicNanoseconds deadline: UInt64) {
 }
 
 /// This machine's host name (what listeners and broadcasters show each other).
+/// Empty if the system cannot say (gethostname fails only on a buffer too small for the name).
 public func localHostName() -> String {
     var buffer = [CChar](repeating: 0, count: 256)
-    gethostname(&buffer, buffer.count)
-    return String(cString: buffer)
+    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// Raises the soft limit on open descriptors to the hard one and returns it: a broadcaster holds a

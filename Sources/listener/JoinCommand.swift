@@ -120,7 +120,8 @@ struct Join: ParsableCommand {
         if simulateClock != nil { _ = try simulatedClock() }
         if let sendspin {
             do { _ = try SendspinURL(parsing: sendspin) } catch { throw ValidationError(error.message) }
-            guard host == nil, name == nil else { throw ValidationError("--sendspin names the server: no NAME or --host with it") }
+            // An empty NAME is none: the packaged service passes its PARTYCAST_PARTY, empty or not.
+            guard host == nil, name?.isEmpty ?? true else { throw ValidationError("--sendspin names the server: no NAME or --host with it") }
         }
         guard abs(latencyOffsetMilliseconds) <= 2000 else { throw ValidationError("--latency-offset takes −2000…2000 ms") }
     }
