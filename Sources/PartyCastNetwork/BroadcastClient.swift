@@ -19,7 +19,6 @@ final class BroadcastClient: Sendable {
     /// Connects, waiting until connected, failed, or `cancelled()` (checked whenever `wakeup` fires).
     static func connect(host: String, port: Int, group: EventLoopGroup, gate: ConnectionGate, inbox: Inbox<PCEnvelope>, clockSync: ClockSync,
                         logger: Logger, cancelled: () -> Bool) throws(PartyCastError) -> BroadcastClient {
-        let outcome = LockedValueBox<Result<(Channel, NIOLoopBound<ClientHandler>), Error>?>(nil)
         // The handler as it was added: a broadcaster that answers and closes at once (a version
         // mismatch) tears the pipeline down before the connect future completes, and looking the
         // handler up then fails ("notFound") although its messages are already in the inbox.
@@ -53,28 +52,11 @@ final class BroadcastClient: Sendable {
             guard let handler = added.withLockedValue({ $0 }) else { throw ChannelPipelineError.notFound }
             return (channel, handler)
         }
-        connecting.whenComplete { result in
-            outcome.withLockedValue { $0 = result }
-            inbox.wakeup.signal()
+        switch inbox.awaitConnection(connecting, channel: { $0.0 }, cancelled: cancelled) {
+        case .success(let (channel, handler)): return BroadcastClient(channel: channel, handler: handler)
+        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(host):\(port): \(error)")
+        case nil: throw PartyCastError(.io, "stopped while connecting to \(host):\(port)")
         }
-        while true {
-            if let result = outcome.withLockedValue({ $0 }) {
-                switch result {
-                case .success(let (channel, handler)):
-                    if cancelled() { channel.close(promise: nil); break }
-                    return BroadcastClient(channel: channel, handler: handler)
-                case .failure(let error):
-                    throw PartyCastError(.io, "cannot connect to \(host):\(port): \(error)")
-                }
-                break
-            }
-            if cancelled() {
-                connecting.whenSuccess { $0.0.close(promise: nil) }
-                break
-            }
-            inbox.wakeup.wait(nanoseconds: 1_000_000_000)
-        }
-        throw PartyCastError(.io, "stopped while connecting to \(host):\(port)")
     }
 
     private init(channel: Channel, handler: NIOLoopBound<ClientHandler>) {

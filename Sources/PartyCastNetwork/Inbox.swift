@@ -1,3 +1,4 @@
+import NIOCore
 import PartyCastCore
 import PartyCastWire
 
@@ -101,5 +102,32 @@ extension Inbox where Message == PCEnvelope {
         if case .audioChunk = envelope.body { return framedBytes + messageOverhead }
         let kept = ((try? envelope.serializedBytes()) as [UInt8]?)?.count ?? framedBytes
         return min(kept, framedBytes) + messageOverhead
+    }
+}
+
+extension Inbox {
+    /// Waits, on this inbox's wakeup, for a connection being made (`connecting`, whose value holds
+    /// the channel `channel` names). nil after a cancel: a channel that still comes is closed.
+    package func awaitConnection<Value: Sendable>(_ connecting: EventLoopFuture<Value>, channel: @escaping @Sendable (Value) -> Channel,
+                                                  cancelled: () -> Bool) -> Result<Value, Error>? {
+        let outcome = LockedValueBox<Result<Value, Error>?>(nil)
+        connecting.whenComplete { [wakeup] result in
+            outcome.withLockedValue { $0 = result }
+            wakeup.signal()
+        }
+        while true {
+            if let result = outcome.withLockedValue({ $0 }) {
+                if case .success(let value) = result, cancelled() {
+                    channel(value).close(promise: nil)
+                    return nil
+                }
+                return result
+            }
+            if cancelled() {
+                connecting.whenSuccess { channel($0).close(promise: nil) }
+                return nil
+            }
+            wakeup.wait(nanoseconds: 1_000_000_000)
+        }
     }
 }

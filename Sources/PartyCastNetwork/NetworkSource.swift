@@ -69,8 +69,6 @@ public final class NetworkSource: ScheduledPCMSource {
 
     /// A connection must bring its stream format within this long, or it is dropped and tried again.
     static let formatDeadline: UInt64 = 10_000_000_000
-    private static let firstRetryDelay: UInt64 = 250_000_000
-    private static let longestRetryDelay: UInt64 = 4_000_000_000
 
     private let resolve: EndpointResolver
     private let options: Options
@@ -82,9 +80,9 @@ public final class NetworkSource: ScheduledPCMSource {
     private var receiver: StreamReceiver
     private var broadcastEnded = false
     /// Whether the current connection has delivered audio; one that ended without any is retried
-    /// only after `retryDelay`, so a broadcaster that accepts and closes is not hammered.
+    /// only after a delay (`Reconnection`).
     private var heardAudio = false
-    private var retryDelay = NetworkSource.firstRetryDelay
+    private var reconnection = Reconnection()
     /// Why this listener is dropping the current connection, for the line that says so.
     private var droppingBecause: String?
 
@@ -164,8 +162,11 @@ public final class NetworkSource: ScheduledPCMSource {
             if (broadcastEnded && options.once) || control.isCancelled { return false }
             logger.warning(broadcastEnded ? "the broadcast ended; waiting for the next one"
                                           : "lost the broadcaster (\(why)); reconnecting")
-            if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
-            try reconnect()
+            let heard = heardAudio
+            heardAudio = false
+            try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
+                () throws(PartyCastError) in try connect()
+            }
             return true
         case .message(let envelope, let arrivedAt):
             guard droppingBecause == nil else { return true }  // the rest of a connection being dropped
@@ -203,29 +204,6 @@ public final class NetworkSource: ScheduledPCMSource {
         // A cancel that came while connecting missed this connection: close it here.
         if control.isCancelled { client.close() }
         logger.info("connected to \(host):\(port)")
-    }
-
-    private func reconnect() throws(PartyCastError) {
-        heardAudio = false
-        while !control.isCancelled {
-            do {
-                try connect()
-                return
-            } catch {
-                logger.warning("\(error.message); retrying in \(Double(retryDelay) / 1e9) s")
-                backOff()
-            }
-        }
-        throw PartyCastError(.io, "stopped while reconnecting")
-    }
-
-    /// Waits `retryDelay` (cut short by `cancel()`) and doubles it, up to 4 s.
-    private func backOff() {
-        let deadline = monotonicNanoseconds() + retryDelay
-        while !control.isCancelled, case let now = monotonicNanoseconds(), now < deadline {
-            control.inbox.wakeup.wait(nanoseconds: deadline - now)
-        }
-        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
     }
 
     public func seek(toFrame frame: Int) throws(PartyCastError) {

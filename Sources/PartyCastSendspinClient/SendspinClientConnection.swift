@@ -66,7 +66,6 @@ final class SendspinClientConnection: Sendable {
 
     static func connect(to url: SendspinURL, group: EventLoopGroup, session: SendspinClientSession, inbox: Inbox<SendspinEvent>,
                         clockSync: ClockSync, logger: Logger, cancelled: () -> Bool) throws(PartyCastError) -> SendspinClientConnection {
-        let outcome = LockedValueBox<Result<Channel, Error>?>(nil)
         let added = LockedValueBox<NIOLoopBound<SendspinClientHandler>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(3))
@@ -97,32 +96,16 @@ final class SendspinClientConnection: Sendable {
             }
         let connecting = (try? SocketAddress(ipAddress: url.host, port: url.port)).map { bootstrap.connect(to: $0) }
             ?? bootstrap.connect(host: url.host, port: url.port)
-        connecting.whenComplete { result in
-            outcome.withLockedValue { $0 = result }
-            inbox.wakeup.signal()
-        }
-        while true {
-            if let result = outcome.withLockedValue({ $0 }) {
-                switch result {
-                case .success(let channel):
-                    // Without a session (the upgrade refused or never answered) nobody else says the connection ended.
-                    channel.closeFuture.whenComplete { _ in
-                        if added.withLockedValue({ $0 }) == nil { inbox.close(.closed("the server did not open a WebSocket at \(url.path)")) }
-                    }
-                    if cancelled() { channel.close(promise: nil); break }
-                    return SendspinClientConnection(channel: channel, handler: added)
-                case .failure(let error):
-                    throw PartyCastError(.io, "cannot connect to \(url): \(error)")
-                }
-                break
+        switch inbox.awaitConnection(connecting, channel: { $0 }, cancelled: cancelled) {
+        case .success(let channel):
+            // Without a session (the upgrade refused or never answered) nobody else says the connection ended.
+            channel.closeFuture.whenComplete { _ in
+                if added.withLockedValue({ $0 }) == nil { inbox.close(.closed("the server did not open a WebSocket at \(url.path)")) }
             }
-            if cancelled() {
-                connecting.whenSuccess { $0.close(promise: nil) }
-                break
-            }
-            inbox.wakeup.wait(nanoseconds: 1_000_000_000)
+            return SendspinClientConnection(channel: channel, handler: added)
+        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(url): \(error)")
+        case nil: throw PartyCastError(.io, "stopped while connecting to \(url)")
         }
-        throw PartyCastError(.io, "stopped while connecting to \(url)")
     }
 
     private init(channel: Channel, handler: LockedValueBox<NIOLoopBound<SendspinClientHandler>?>) {

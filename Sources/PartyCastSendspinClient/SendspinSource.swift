@@ -47,8 +47,6 @@ public final class SendspinSource: ScheduledPCMSource {
 
     /// A connection must bring a stream within this long, or it is dropped and tried again.
     static let streamDeadline: UInt64 = 30_000_000_000
-    private static let firstRetryDelay: UInt64 = 250_000_000
-    private static let longestRetryDelay: UInt64 = 4_000_000_000
     /// What the hello tells the server: ~10 s of 16-bit stereo PCM, within the inbox's budget.
     static let bufferCapacity = 2 << 20
 
@@ -60,7 +58,7 @@ public final class SendspinSource: ScheduledPCMSource {
     private let identity = X25519KeyPair()
     private var timeline: SendspinTimeline
     private var heardAudio = false
-    private var retryDelay = SendspinSource.firstRetryDelay
+    private var reconnection = Reconnection()
 
     public var format: AudioFormat? { timeline.hasStream ? SendspinTimeline.format : nil }
     public var tags: TrackTags { TrackTags() }
@@ -129,8 +127,11 @@ public final class SendspinSource: ScheduledPCMSource {
             control.connection.withLockedValue { $0 = nil }
             if (timeline.ended && options.once) || control.isCancelled { return false }
             logger.warning("lost the Sendspin server (\(reason)); reconnecting")
-            if heardAudio { retryDelay = Self.firstRetryDelay } else { backOff() }
-            try reconnect()
+            let heard = heardAudio
+            heardAudio = false
+            try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
+                () throws(PartyCastError) in try connect()
+            }
             return true
         case .message(let event, _):
             try timeline.apply(event, into: &buffer)
@@ -158,28 +159,6 @@ public final class SendspinSource: ScheduledPCMSource {
         control.connection.withLockedValue { $0 = connection }
         if control.isCancelled { connection.close() }
         logger.info("connected to \(options.url)")
-    }
-
-    private func reconnect() throws(PartyCastError) {
-        heardAudio = false
-        while !control.isCancelled {
-            do {
-                try connect()
-                return
-            } catch {
-                logger.warning("\(error.message); retrying in \(Double(retryDelay) / 1e9) s")
-                backOff()
-            }
-        }
-        throw PartyCastError(.io, "stopped while reconnecting")
-    }
-
-    private func backOff() {
-        let deadline = monotonicNanoseconds() + retryDelay
-        while !control.isCancelled, case let now = monotonicNanoseconds(), now < deadline {
-            control.inbox.wakeup.wait(nanoseconds: deadline - now)
-        }
-        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
     }
 
     public func seek(toFrame frame: Int) throws(PartyCastError) {
