@@ -109,7 +109,8 @@ final class StationPartyOnLANTests: XCTestCase {
                 for room in rooms {
                     // From a second before: a title shown early is no later than the bar either.
                     guard let line = watch.wait(for: "now playing: \(change.title)", in: room, since: change.at - 1, timeout: change.at + bar + 3 - Date().timeIntervalSince1970) else {
-                        XCTFail("\(room) never showed \(change.title) (changed at \(change.at)): \(watch.lines(room).map(\.text))")
+                        XCTFail("\(room) never showed \(change.title) (changed at \(change.at)): \(watch.lines(room).map(\.text)); "
+                                + "the broadcaster's log: \(watch.lines("broadcaster").map { "\($0.text) at \($0.wallClock)" })")
                         continue
                     }
                     let latency = line.wallClock - change.at
