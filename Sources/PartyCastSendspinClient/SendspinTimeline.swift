@@ -139,6 +139,9 @@ struct SendspinTimeline {
         buffer.append(contentsOf: scratch[0..<(frames * channels)])
     }
 
+    /// About four years: the farthest from the timeline's origin a chunk is placed on it.
+    static let farthestPlacedMicroseconds: Int64 = 1 << 47
+
     /// The stream frame of a chunk due at `timestamp`, nil if it is to be dropped.
     private mutating func place(_ timestamp: Int64) -> Int? {
         guard let origin = originMicroseconds else {
@@ -156,7 +159,13 @@ struct SendspinTimeline {
             return 0
         }
         absurdInARow = 0
-        // µs × 48 / 1000, rounded: |delta| < 2⁵², so no overflow.
+        // After a stream/clear nothing says where the next chunk should fall: one years away (the
+        // session lets timestamps reach 2⁵² µs, whose product with the rate overflows) starts anew.
+        guard abs(delta) < Self.farthestPlacedMicroseconds else {
+            realign(at: timestamp)
+            return 0
+        }
+        // µs × 48 / 1000, rounded: |delta| < 2⁴⁷, so no overflow.
         let frame = Int((delta * Int64(Self.format.sampleRate) + (delta >= 0 ? 500_000 : -500_000)) / 1_000_000)
         if let nextFrame, abs(frame - nextFrame) <= Self.continuityFrames { return nextFrame }
         return frame

@@ -231,6 +231,24 @@ final class SendspinClientSessionTests: XCTestCase {
         XCTAssertEqual(ramp, 1440)
     }
 
+    /// A stream/clear leaves no expected position: a hostile server's next timestamp, as far as the
+    /// session allows (2⁵² µs), once overflowed µs × rate and trapped. It starts a new timeline.
+    func testAChunkAsFarAsAllowedAfterAClearStartsANewTimeline() throws {
+        var timeline = SendspinTimeline(clockSync: ClockSync(clock: .system))
+        var pcm: [Float] = []
+        let format = SendspinAudioFormat(codec: .pcm, channels: 2, sampleRate: 48000, bitDepth: 16)
+        try timeline.apply(.streamStart(.init(format: format, codecHeader: nil)), into: &pcm)
+        let chunk = SendspinPCM.encode([Float](repeating: 0.25, count: 960 * 2), bitDepth: 16)
+        var frames: [Int?] = []
+        for event: SendspinEvent in [.audio(timestamp: 0, payload: chunk), .streamClear, .audio(timestamp: (1 << 52) - 1, payload: chunk),
+                                     .audio(timestamp: (1 << 52) - 1 + 20_000, payload: chunk)] {
+            try timeline.apply(event, into: &pcm)
+            frames.append(timeline.lastProducedFrame)
+        }
+        XCTAssertEqual(frames, [0, nil, 0, 960], "the far chunk is frame 0 of a new timeline, the next one follows it")
+        XCTAssertEqual(pcm.count, 3 * 960 * 2)
+    }
+
     func testPCMDecodesWhatItEncodes() {
         let samples: [Float] = [0, 0.5, -0.5, 0.999, -1, 0.123456]
         for depth in [16, 24] {
