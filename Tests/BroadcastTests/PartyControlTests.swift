@@ -232,8 +232,8 @@ final class PartyControlTests: XCTestCase {
         XCTAssertEqual(served.status, 0, served.stderr)
 
         let heard = try CardRecording(path: "\(directory)/heard.wav", name: "heard")
-        let left = (0..<reference.frames).map { reference.samples[$0 * reference.channels] }
-        let recorded = (0..<heard.audio.frames).map { heard.sample($0) }
+        let left = channel(0, of: reference.samples, channels: reference.channels)
+        let recorded = channel(0, of: heard.audio.samples, channels: heard.audio.channels)
         // The listener plays on its clock-sync schedule, through an interpolator: what it recorded is
         // the song delayed by a fraction of a frame too, so everything here is measured to fractions.
         guard let first = heard.soundStart(from: 0) else { return XCTFail("nothing was heard") }
@@ -280,11 +280,9 @@ final class PartyControlTests: XCTestCase {
         let length = 4096
         func correlation(_ lag: Int) -> Double {
             guard frame + lag >= 0, frame + lag + length <= reference.count, frame >= 0, frame + length <= recording.count else { return -.infinity }
-            var sum = 0.0
-            for i in 0..<length { sum += Double(recording[frame + i]) * Double(reference[frame + lag + i]) }
-            return sum
+            return dotProduct(recording[frame..<(frame + length)], reference[(frame + lag)..<(frame + lag + length)])
         }
-        let best = ((guess - range)...(guess + range)).max { correlation($0) < correlation($1) } ?? guess
+        let best = bestLag(recording, from: frame, count: length, in: reference, lags: (guess - range)...(guess + range))?.lag ?? guess
         let (a, b, c) = (correlation(best - 1), correlation(best), correlation(best + 1))
         let curvature = a - 2 * b + c
         return Double(best) + (curvature < 0 ? 0.5 * (a - c) / curvature : 0)

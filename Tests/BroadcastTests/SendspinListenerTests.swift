@@ -81,11 +81,11 @@ final class SendspinListenerTests: XCTestCase {
         XCTAssertFalse(served.stderr.contains("non-compliant"), served.stderr)
 
         let source = try readAudio(song)
-        let left = stride(from: 0, to: source.samples.count, by: 2).map { source.samples[$0] }
+        let left = channel(0, of: source.samples, channels: 2)
         func leftChannel(_ name: String) throws -> [Float] {
             let audio = try readAudio("\(directory)/\(name).wav")
             XCTAssertEqual(audio.sampleRate, 48000)
-            return stride(from: 0, to: audio.samples.count, by: audio.channels).map { audio.samples[$0] }
+            return channel(0, of: audio.samples, channels: audio.channels)
         }
         // The decoded stream is the song: lossless FLAC (the first format the listener asks for), every
         // window but where the recording starts.

@@ -92,7 +92,7 @@ final class SendspinPlayerTests: XCTestCase {
         let reference = directory + "/reference.wav"
         try runProcess("sox", [song, "-r", "48000", "-e", "floating-point", "-b", "32", reference])
         let source = try readAudio(reference)
-        let left = stride(from: 0, to: source.samples.count, by: source.channels).map { source.samples[$0] }
+        let left = channel(0, of: source.samples, channels: source.channels)
         let windows = AlignedWindows(reference: left, recording: recording, windowFrames: 24_000)
         let heard = windows.filter { $0.correlation >= 0.95 }
         // The player joins before the song starts; its clock sync may still cut a little at the start.
@@ -195,76 +195,5 @@ final class SendspinPlayerTests: XCTestCase {
         let timestamps = frames.compactMap { $0["timestamp"] }
         XCTAssertEqual(Set(zip(timestamps, timestamps.dropFirst()).map { $1 - $0 }), [20_000])
         XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
-    }
-}
-
-/// Each `windowFrames` stretch of `reference`, found in `recording`: where it correlates best, and
-/// how well. Players correct their clock by stretching or cutting the audio a little, so each window
-/// is found on its own, near where the one before it was.
-struct AlignedWindows: RandomAccessCollection {
-    struct Window {
-        var referenceFrame: Int
-        var recordingFrame: Int
-        var correlation: Double
-        var snr: Double
-        var gain: Double
-    }
-
-    private let windows: [Window]
-    var startIndex: Int { windows.startIndex }
-    var endIndex: Int { windows.endIndex }
-    subscript(index: Int) -> Window { windows[index] }
-
-    init(reference: [Float], recording: [Float], windowFrames: Int) {
-        let starts = Array(stride(from: 0, to: reference.count - windowFrames, by: windowFrames))
-        // Searched for at a 16th of the rate over the whole recording (the middle window, the anchor),
-        // then near the last window's place at a 4th, then at the full rate.
-        let reference16 = Self.decimate(reference, by: 16), recording16 = Self.decimate(recording, by: 16)
-        let reference4 = Self.decimate(reference, by: 4), recording4 = Self.decimate(recording, by: 4)
-        let middle = starts[starts.count / 2]
-        let anchor = 16 * Self.best(reference16, from: middle / 16, count: windowFrames / 16, in: recording16,
-                                    lags: (-middle / 16)...((recording.count - middle - windowFrames) / 16))
-        var found: [Int: Window] = [:]
-        for order in [Array(starts[(starts.count / 2)...]), Array(starts[..<(starts.count / 2)].reversed())] {
-            var near = anchor
-            for start in order {
-                // Within 50 ms of the last: a player slews its clock far slower than that per window.
-                let coarse = 4 * Self.best(reference4, from: start / 4, count: windowFrames / 4, in: recording4, lags: ((near - 2400) / 4)...((near + 2400) / 4))
-                near = Self.best(reference, from: start, count: windowFrames, in: recording, lags: (coarse - 8)...(coarse + 8))
-                found[start] = Self.measure(reference, from: start, count: windowFrames, in: recording, lag: near)
-            }
-        }
-        windows = starts.compactMap { found[$0] }
-    }
-
-    /// Every `factor` samples averaged into one: a low-pass, so a coarse search still finds the peak.
-    private static func decimate(_ samples: [Float], by factor: Int) -> [Float] {
-        stride(from: 0, to: samples.count - factor + 1, by: factor).map { start in samples[start..<(start + factor)].reduce(0, +) / Float(factor) }
-    }
-
-    /// The lag in `lags` at which the window best matches the recording.
-    private static func best(_ reference: [Float], from start: Int, count: Int, in recording: [Float], lags: ClosedRange<Int>) -> Int {
-        var bestLag = lags.lowerBound, bestScore = -Float.infinity
-        for lag in lags where start + lag >= 0 && start + lag + count <= recording.count {
-            var dot: Float = 0
-            for frame in 0..<count { dot += reference[start + frame] * recording[start + lag + frame] }
-            if dot > bestScore { bestScore = dot; bestLag = lag }
-        }
-        return bestLag
-    }
-
-    private static func measure(_ reference: [Float], from start: Int, count: Int, in recording: [Float], lag: Int) -> Window {
-        guard start + lag >= 0, start + lag + count <= recording.count else {
-            return Window(referenceFrame: start, recordingFrame: start + lag, correlation: 0, snr: -.infinity, gain: 0)
-        }
-        var dot = 0.0, referenceEnergy = 0.0, recordedEnergy = 0.0
-        for frame in 0..<count {
-            let a = Double(reference[start + frame]), b = Double(recording[start + lag + frame])
-            dot += a * b; referenceEnergy += a * a; recordedEnergy += b * b
-        }
-        let gain = dot / Swift.max(referenceEnergy, 1e-30)
-        let residual = Swift.max(recordedEnergy - gain * dot, 1e-30)
-        return Window(referenceFrame: start, recordingFrame: start + lag, correlation: dot / Swift.max((referenceEnergy * recordedEnergy).squareRoot(), 1e-30),
-                      snr: 10 * log10(gain * dot / residual), gain: gain)
     }
 }

@@ -34,9 +34,8 @@ final class StereoPairTests: XCTestCase {
         XCTAssertEqual(try runProcess("sox", ["-M", left, right, song]).status, 0)
         let audio = try readAudio(song)
         XCTAssertEqual(audio.channels, 2)
-        let left0 = stride(from: 0, to: audio.samples.count, by: 2).map { audio.samples[$0] }
-        let right0 = stride(from: 1, to: audio.samples.count, by: 2).map { audio.samples[$0] }
-        XCTAssertLessThan(abs(Self.correlation(left0[...], right0[...])), 0.05, "the fixture's channels are unrelated")
+        let left0 = channel(0, of: audio.samples, channels: 2), right0 = channel(1, of: audio.samples, channels: 2)
+        XCTAssertLessThan(abs(normalizedCorrelation(left0[...], right0[...])), 0.05, "the fixture's channels are unrelated")
         return (song, Source(left: left0, right: right0))
     }
 
@@ -158,17 +157,6 @@ final class StereoPairTests: XCTestCase {
         XCTAssertLessThanOrEqual(most, 500, "the pair's max (points in \(directory)/skew.csv)")
     }
 
-    /// Normalised correlation of two equally long runs (1: the same up to a gain).
-    static func correlation(_ a: ArraySlice<Float>, _ b: ArraySlice<Float>) -> Double {
-        var (ab, aa, bb) = (0.0, 0.0, 0.0)
-        for (x, y) in zip(a, b) {
-            ab += Double(x) * Double(y)
-            aa += Double(x) * Double(x)
-            bb += Double(y) * Double(y)
-        }
-        return aa > 0 && bb > 0 ? ab / (aa * bb).squareRoot() : 0
-    }
-
     /// A recording lined up with the source: recording frame `f` played source frame `f - start`.
     struct Playback {
         let recording: CardRecording
@@ -183,18 +171,13 @@ final class StereoPairTests: XCTestCase {
             let audio = recording.audio
             guard let first = (0..<audio.frames).first(where: { abs(audio.samples[$0 * audio.channels]) > 1e-4 }) else { return nil }
             let window = 12_000, search = 480, from = 24_000
-            let sum = zip(source.left[from..<(from + window)], source.right[from..<(from + window)]).map { $0 + $1 }
-            var best = (lag: 0, value: -1.0)
-            for lag in -search...search {
-                let at = first + from + lag
-                guard at >= 0, at + window <= audio.frames else { continue }
-                let played = (at..<(at + window)).map { audio.samples[$0 * audio.channels] }
-                let value = StereoPairTests.correlation(played[...], sum[...])
-                if value > best.value { best = (lag, value) }
-            }
-            guard best.value > 0.5 else { return nil }
+            let sum = zip(source.left, source.right).map { $0 + $1 }
+            let played = channel(0, of: audio.samples, channels: audio.channels)
+            guard let best = bestLag(sum, from: from, count: window, in: played, lags: (first - search)...(first + search), normalized: true),
+                  best.score > 0.5 else { return nil }
+            let lag = best.lag - first
             self.recording = recording
-            (start, lag) = (first + best.lag, best.lag)
+            (start, self.lag) = (first + lag, lag)
         }
 
         /// Recording frames that hold the source from `fromSecond` to `toSecond` of it (cut to what both have).
@@ -208,14 +191,16 @@ final class StereoPairTests: XCTestCase {
             let frames = frames.clamped(to: start..<min(recording.audio.frames, start + channel.count))
             let audio = recording.audio
             let played = frames.map { audio.samples[$0 * audio.channels] }
-            return StereoPairTests.correlation(played[...], channel[(frames.lowerBound - start)..<(frames.upperBound - start)])
+            return normalizedCorrelation(played[...], channel[(frames.lowerBound - start)..<(frames.upperBound - start)])
         }
 
         func largestChannelDifference(over frames: Range<Int>) -> Float {
             let audio = recording.audio
-            return frames.clamped(to: 0..<audio.frames).map { f in
-                (1..<audio.channels).map { abs(audio.samples[f * audio.channels + $0] - audio.samples[f * audio.channels]) }.max() ?? 0
-            }.max() ?? 0
+            var largest: Float = 0
+            for f in frames.clamped(to: 0..<audio.frames) {
+                for c in 1..<audio.channels { largest = max(largest, abs(audio.samples[f * audio.channels + c] - audio.samples[f * audio.channels])) }
+            }
+            return largest
         }
     }
 }

@@ -245,7 +245,7 @@ final class DebianPackageTests: XCTestCase {
         }
 
         let audio = try readAudio(recording)
-        let left = stride(from: 0, to: audio.samples.count, by: audio.channels).map { audio.samples[$0] }
+        let left = channel(0, of: audio.samples, channels: audio.channels)
         let sounding = left.filter { abs($0) > 0.05 }.count
         XCTAssertGreaterThan(Double(sounding) / Double(audio.sampleRate), 3, "under 3 s of the 10 s sine reached the card")
         // Upward zero crossings over the loud part: the sine's frequency.
