@@ -442,7 +442,7 @@ func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () as
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
+            try await letTimePass(seconds)
             throw TimedOut()
         }
         defer { group.cancelAll() }

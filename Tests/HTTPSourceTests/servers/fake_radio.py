@@ -102,7 +102,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         data = self.audio()
         if first:
             self.raw(data[:65536])
-            time.sleep(args.lifetime)
+            self.hold_until_the_client_leaves()
             return
         while True:
             self.raw(data)
@@ -176,7 +176,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.raw(b"X-Filler-%d: %s\r\n" % (i, b"a" * 100))
 
     def silent(self):
-        time.sleep(args.lifetime)
+        self.hold_until_the_client_leaves()
+
+    def hold_until_the_client_leaves(self):
+        """Says nothing more and keeps the connection open until the client closes it (or the server's lifetime ends)."""
+        self.connection.settimeout(args.lifetime)
+        try:
+            while self.connection.recv(4096):
+                pass
+        except (TimeoutError, ConnectionResetError):
+            pass
 
     # -- as fast as the client takes it, counting what it took: backpressure bounds that -------
     def flood(self):
