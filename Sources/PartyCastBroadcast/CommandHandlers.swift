@@ -62,6 +62,9 @@ extension Party {
         var item = item
         item.id = state.nextItemID
         state.nextItemID += 1
+        // A picture is held once however often its song is queued (each add reads it afresh): a
+        // queue of one album's songs, or of one song a thousand times, holds its cover once.
+        if let cover = item.cover, let held = state.queue.lazy.compactMap(\.cover).first(where: { $0 == cover }) { item.cover = held }
         state.queue.append(item)
         if let cover = item.cover { published.withLockedValue { $0.covers[item.id] = cover } }
         logger.info("queued \(item.view.title)")

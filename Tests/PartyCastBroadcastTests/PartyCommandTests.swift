@@ -223,15 +223,20 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertEqual(party.snapshot.volume, 50)
     }
 
-    /// A remote adding in a loop fills the queue to its cap, then is told so; a removed song's cover goes with it.
-    func testTheQueueHasACapAndARemovedSongsCoverIsFreed() throws {
+    /// A remote adding in a loop fills the queue to its cap, then is told so; the song's cover, read
+    /// afresh for each add, is held once; a removed song's cover goes with it.
+    func testTheQueueHasACapAndACoverIsHeldOnceAndFreedWithItsSong() throws {
         try startAndPlay()
-        let cover = CoverArt(mimeType: "image/png", pictureType: 3, bytes: [0x89, 0x50, 0x4E, 0x47])
+        // Each add probes the file again, so each brings its own copy of the picture's bytes.
+        func readCover() -> CoverArt { CoverArt(mimeType: "image/png", pictureType: 3, bytes: [UInt8](repeating: 0x89, count: 65_536)) }
+        let cover = readCover()
         while party.state.queue.count < Party.maxQueueItems {
             var item = PartyItem(id: 0, source: party.state.queue[0].source)
-            item.cover = cover
+            item.cover = readCover()
             try party.apply(.add(item))
         }
+        let storage = Set(party.state.queue.compactMap { $0.cover?.bytes.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) } })
+        XCTAssertEqual(storage.count, 1, "\(Party.maxQueueItems - 1) copies of one cover are held once")
         var extra = PartyItem(id: 0, source: party.state.queue[0].source)
         extra.cover = cover
         XCTAssertThrowsError(try party.apply(.add(extra))) { error in
