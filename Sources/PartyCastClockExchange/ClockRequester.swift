@@ -126,8 +126,9 @@ struct Exchange {
     static let inFlightCapacity = 64
     /// Round trips remembered for pacing.
     static let recentRoundTrips = 32
-    /// What an answer adds to its request — t2 and t3 (9 bytes each) and `answer` (2) — less the
-    /// padding field's own tag and length.
+    /// What an answer adds to its request at a public party — t2 and t3 (9 bytes each) and `answer`
+    /// (2) — less the padding field's own tag and length. A private party's sealed requests and
+    /// answers are the same length already.
     static let requestPaddingBytes = 18
 
     private let datagrams: ClockRequester.Datagrams?
@@ -223,26 +224,29 @@ struct Exchange {
         unansweredInARow += 1
     }
 
-    /// The next request, t1 read now (signing and sending take a few µs, which only add delay), and
+    /// The next request, t1 read now (sealing and sending take a few µs, which only add delay), and
     /// noted as in flight.
     mutating func nextRequest(_ datagrams: ClockRequester.Datagrams) -> PCClockDatagram {
         var request = PCClockDatagram()
         request.token = datagrams.token
         request.sequence = nextSequence
         nextSequence &+= 1
-        request.padding = Data(count: Exchange.requestPaddingBytes)
-        request.t1 = sync.clock.now()
-        datagrams.key?.sign(&request)
-        inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, request.t1)
+        let t1 = sync.clock.now()
+        request.t1 = t1
+        if let key = datagrams.key { key.seal(&request, .listenerToBroadcaster) } else { request.padding = Data(count: Exchange.requestPaddingBytes) }
+        inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))] = (request.sequence, t1)
         return request
     }
 
     /// The completed exchange, or nil for anything but the authentic answer to a request in flight;
     /// each request is answered once, so a replayed or duplicated answer finds its slot empty.
     mutating func accept(_ bytes: ArraySlice<UInt8>, arrivedAt: Int64) -> ClockSample? {
-        guard let datagrams, let answer = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), answer.answer,
-              answer.token == datagrams.token else { return nil }
-        if let key = datagrams.key, !key.verify(answer) { return nil }
+        guard let datagrams, var answer = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), answer.token == datagrams.token else { return nil }
+        if let key = datagrams.key {
+            guard let opened = key.open(answer, .broadcasterToListener) else { return nil }
+            answer = opened
+        }
+        guard answer.answer else { return nil }
         let slot = Int(answer.sequence % UInt64(Self.inFlightCapacity))
         guard answer.sequence != 0, inFlight[slot].sequence == answer.sequence, inFlight[slot].t1 == answer.t1 else { return nil }
         inFlight[slot] = (0, 0)

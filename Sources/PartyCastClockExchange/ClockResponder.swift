@@ -102,7 +102,7 @@ public final class ClockResponder: Sendable {
                 var bytes: [UInt8]?
                 if var answer = admitted {
                     answer.datagram.t3 = Int64(bitPattern: monotonicNanoseconds())
-                    answer.key?.sign(&answer.datagram)
+                    answer.key?.seal(&answer.datagram, .broadcasterToListener)
                     bytes = try? answer.datagram.serializedBytes()
                 }
                 // Never longer than the request (requests are padded to match): no one can use the
@@ -118,16 +118,16 @@ public final class ClockResponder: Sendable {
         }
     }
 
-    /// The answer to a datagram (t3 still to be filled in and signed), or nil when it is not a live
+    /// The answer to a datagram (t3 still to be filled in and sealed), or nil when it is not a live
     /// session's well-formed, authentic request within its rate.
     static func admitted(_ bytes: ArraySlice<UInt8>, at arrivedAt: UInt64, sessions: inout [UInt64: Session])
         -> (datagram: PCClockDatagram, key: ClockDatagramKey?)? {
-        guard let request = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), !request.answer,
-              var session = sessions[request.token] else { return nil }
+        guard var request = try? PCClockDatagram(serializedBytes: [UInt8](bytes)), var session = sessions[request.token] else { return nil }
         if let key = session.key {
-            guard key.verify(request) else { return nil }
-            guard session.sequences.accept(request.sequence) else { return nil }
+            guard let opened = key.open(request, .listenerToBroadcaster), session.sequences.accept(opened.sequence) else { return nil }
+            request = opened
         }
+        guard !request.answer else { return nil }
         let withinRate = session.rate.take(now: arrivedAt)
         sessions[request.token] = session
         guard withinRate else { return nil }

@@ -7,7 +7,8 @@
 ///    carry shares and confirmations), and a private party's stream is sealed records after it.
 /// 6: channel assignment (ListenerSettings.channel, Status.channel); ListenerSettings carries only
 ///    what the remote set (latency_offset_milliseconds absent when it did not).
-public let partyCastProtocolVersion: UInt32 = 6
+/// 7: a private party's clock datagrams are sealed (ClockDatagram.sealed), not only authenticated.
+public let partyCastProtocolVersion: UInt32 = 7
 
 /// Checks the version a peer announced (in its Hello when `peerRole` is "listener", in its Welcome
 /// when it is "broadcaster"). Returns nil when it matches, otherwise the Error envelope to send and

@@ -34,7 +34,7 @@ final class ClockExchangeTests: XCTestCase {
         datagram.padding = padding
         datagram.t1 = Int64(bitPattern: monotonicNanoseconds())
         datagram.answer = answer
-        key?.sign(&datagram)
+        key?.seal(&datagram, answer ? .broadcasterToListener : .listenerToBroadcaster)
         return try datagram.serializedBytes()
     }
 
@@ -94,27 +94,35 @@ final class ClockExchangeTests: XCTestCase {
         return broadcaster.session.clockKey
     }
 
-    func testAPrivatePartysDatagramsAreSignedBothWaysAndTakenOnce() throws {
+    func testAPrivatePartysDatagramsAreSealedBothWaysAndTakenOnce() throws {
         let key = try clockKey("correct horse")
         let wrongKey = try clockKey("battery staple")
         let otherHandshake = try clockKey("correct horse")
         let token = responder.admit(key: key)
         let socket = try client()
-        socket.send(try request(token: token, sequence: 1))                      // unsigned
+        socket.send(try request(token: token, sequence: 1))                      // in the clear
         socket.send(try request(token: token, sequence: 2, key: wrongKey))       // another party's key
         socket.send(try request(token: token, sequence: 3, key: otherHandshake)) // another connection's key
+        socket.send(try request(token: token, sequence: 7, key: key, answer: true)) // an answer, reflected
         socket.send(try request(token: token, sequence: 4, key: key))
         socket.send(try request(token: token, sequence: 4, key: key))            // a replay
         socket.send(try request(token: token, sequence: 6, key: key))
         socket.send(try request(token: token, sequence: 5, key: key))            // late, but new
         let got = try answers(on: socket) { $0.contains { $0.sequence == 5 } }
         XCTAssertEqual(got.map(\.0.sequence), [4, 6, 5])
-        XCTAssertEqual(responder.ignoredDatagrams, 4)
+        XCTAssertEqual(responder.ignoredDatagrams, 5)
 
         var answer = try XCTUnwrap(got.first).0
-        XCTAssertTrue(key.verify(answer), "the answer is signed with the connection's key")
-        answer.t2 &+= 1
-        XCTAssertFalse(key.verify(answer), "a changed time no longer verifies")
+        XCTAssertEqual([answer.t1, answer.t2, answer.t3], [0, 0, 0], "no time travels in the clear")
+        let opened = try XCTUnwrap(key.open(answer, .broadcasterToListener), "the answer is sealed with the connection's key")
+        XCTAssertTrue(opened.answer)
+        XCTAssertLessThanOrEqual(opened.t2, opened.t3)
+        XCTAssertNil(wrongKey.open(answer, .broadcasterToListener), "another key opens nothing")
+        XCTAssertNil(key.open(answer, .listenerToBroadcaster), "an answer does not open as a request")
+        var sealed = [UInt8](answer.sealed)
+        sealed[3] ^= 1
+        answer.sealed = Data(sealed)
+        XCTAssertNil(key.open(answer, .broadcasterToListener), "a changed byte no longer opens")
     }
 
     /// A flood from one token (stolen, or a broken listener) gets its allowance and no more; the
@@ -138,25 +146,26 @@ final class ClockExchangeTests: XCTestCase {
         let key = try clockKey("k")
         let datagrams = ClockRequester.Datagrams(host: "127.0.0.1", port: 9, token: 77, key: key)
         var exchange = Exchange(datagrams: datagrams, sync: ClockSync(clock: .system))
-        let request = exchange.nextRequest(datagrams)
-        XCTAssertTrue(key.verify(request))
+        let sent = exchange.nextRequest(datagrams)
+        XCTAssertEqual(sent.t1, 0, "t1 travels sealed")
+        let request = try XCTUnwrap(key.open(sent, .listenerToBroadcaster), "the request is sealed with the connection's key")
 
-        func answer(_ change: (inout PCClockDatagram) -> Void = { _ in }, signedWith signer: ClockDatagramKey? = key) throws -> ArraySlice<UInt8> {
+        func answer(_ change: (inout PCClockDatagram) -> Void = { _ in }, sealedWith sealer: ClockDatagramKey? = key,
+                    as direction: RecordDirection = .broadcasterToListener) throws -> ArraySlice<UInt8> {
             var datagram = request
-            datagram.mac = Data()
             datagram.answer = true
             datagram.t2 = request.t1 + 1000
             datagram.t3 = request.t1 + 2000
             change(&datagram)
-            signer?.sign(&datagram)
+            sealer?.seal(&datagram, direction)
             return ArraySlice(try datagram.serializedBytes() as [UInt8])
         }
         let t4 = request.t1 + 3000
-        XCTAssertNil(exchange.accept(try answer(signedWith: nil), arrivedAt: t4), "unsigned at a private party")
+        XCTAssertNil(exchange.accept(try answer(sealedWith: nil), arrivedAt: t4), "in the clear at a private party")
         XCTAssertNil(exchange.accept(try answer { $0.token = 78 }, arrivedAt: t4), "another connection's token")
         XCTAssertNil(exchange.accept(try answer { $0.sequence += 1 }, arrivedAt: t4), "no such request in flight")
         XCTAssertNil(exchange.accept(try answer { $0.t1 -= 1 }, arrivedAt: t4), "t1 not the one sent")
-        XCTAssertNil(exchange.accept(try answer { $0.answer = false }, arrivedAt: t4), "a request, not an answer")
+        XCTAssertNil(exchange.accept(try answer(as: .listenerToBroadcaster), arrivedAt: t4), "sealed as a request, not an answer")
         XCTAssertNil(exchange.accept([1, 2, 3], arrivedAt: t4), "not a datagram of ours")
         let sample = try XCTUnwrap(exchange.accept(try answer(), arrivedAt: t4))
         XCTAssertEqual(sample, ClockSample(t1: request.t1, t2: request.t1 + 1000, t3: request.t1 + 2000, t4: t4))

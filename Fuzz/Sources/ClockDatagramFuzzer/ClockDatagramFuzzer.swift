@@ -7,13 +7,23 @@ import PartyCastWire
 /// responder must answer only a live session's request (never an answer, never another token) and
 /// the listener must believe only the answer to a request in flight, once, and within ClockSync's
 /// bounds; neither may crash or trap on any bytes.
+/// One key handshake's clock key, made once (CPace per input would be all the fuzzer did).
+let privateKey: ClockDatagramKey? = {
+    let listener = KeyHandshake.Initiator(key: PartyKey(secret: "fuzz"))
+    return KeyHandshake.Responder(key: PartyKey(secret: "fuzz"), sessionID: listener.sessionID, listenerShare: listener.share)?.session.clockKey
+}()
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = ArraySlice(UnsafeBufferPointer(start: data, count: size))
     let token: UInt64 = 0x5EED
-    var sessions = [token: ClockResponder.Session(key: nil, refilledAt: 0)]
-    if let answer = ClockResponder.admitted(bytes, at: 1_000, sessions: &sessions) {
-        precondition(answer.datagram.answer && answer.datagram.token == token, "answered what is not a live session's request")
+    // A public party's session and a private one's: the sealed path must open nothing it should not.
+    for key in [nil, privateKey] {
+        let rate = TokenBucket(burst: ClockResponder.burst, perSecond: ClockResponder.requestsPerSecond, now: 0)
+        var sessions = [token: ClockResponder.Session(key: key, rate: rate)]
+        if let answer = ClockResponder.admitted(bytes, at: 1_000, sessions: &sessions) {
+            precondition(answer.datagram.answer && answer.datagram.token == token, "answered what is not a live session's request")
+        }
     }
 
     let datagrams = ClockRequester.Datagrams(host: "127.0.0.1", port: 9, token: token, key: nil)

@@ -696,7 +696,7 @@ public nonisolated struct PCStatus: Sendable {
 /// the responder's kernel receive time and t3 is read right before it sends; the listener's t4 is
 /// its kernel receive time. A datagram is answered or believed only if its token is a live
 /// connection's, its sequence is one the listener has in flight (each answered once), and, at a
-/// private party, its MAC verifies.
+/// private party, it opens under the connection's clock key.
 public nonisolated struct PCClockDatagram: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -707,6 +707,7 @@ public nonisolated struct PCClockDatagram: Sendable {
   /// The listener's count of its requests on this connection.
   public var sequence: UInt64 = 0
 
+  /// In the clear at a public party only (a private party's are in `sealed`).
   public var t1: Int64 = 0
 
   public var t2: Int64 = 0
@@ -714,12 +715,17 @@ public nonisolated struct PCClockDatagram: Sendable {
   public var t3: Int64 = 0
 
   /// Set by the responder: requests and answers are never confused (nor bounced between responders).
+  /// A private party's answers say so in their nonce instead.
   public var answer: Bool = false
 
-  /// Private party: the first 16 bytes of HMAC-SHA256 over fields 1-6 (big-endian, 8 bytes each,
-  /// `answer` as one byte), keyed with BLAKE2b(key ISK, "PartyCast clock datagrams" ‖ sid), so
-  /// only the two ends of that handshake can make or change one; each side takes a sequence once.
-  public var mac: Data = Data()
+  /// Private party (protocol 7): t1, t2 and t3 (8 bytes each, big-endian; a request's t2 and t3 are
+  /// 0) sealed with ChaCha20-Poly1305 (IETF): 24 bytes of ciphertext, then the 16-byte tag. The key
+  /// is BLAKE2b(key ISK, "PartyCast clock datagrams" ‖ sid), so only the two ends of that handshake
+  /// can read, make or change one; the nonce is the direction (2: a request, 1: an answer; 4 bytes)
+  /// and `sequence` (8 bytes), both big-endian, and the additional data is `token` and `sequence`
+  /// (8 bytes each, big-endian). Each side takes a sequence once. Requests and answers are then the
+  /// same length with no padding.
+  public var sealed: Data = Data()
 
   /// Zeros in a request, as many as make it exactly as long as its answer (which adds t2, t3 and
   /// `answer`): on a slow link a longer answer would spend longer on the wire one way only, a delay
@@ -1783,7 +1789,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
 
 nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClockDatagram"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}sequence\0\u{1}t1\0\u{1}t2\0\u{1}t3\0\u{1}answer\0\u{1}mac\0\u{1}padding\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}sequence\0\u{1}t1\0\u{1}t2\0\u{1}t3\0\u{1}answer\0\u{1}sealed\0\u{1}padding\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1797,7 +1803,7 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 4: try { try decoder.decodeSingularSFixed64Field(value: &self.t2) }()
       case 5: try { try decoder.decodeSingularSFixed64Field(value: &self.t3) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.answer) }()
-      case 7: try { try decoder.decodeSingularBytesField(value: &self.mac) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.sealed) }()
       case 8: try { try decoder.decodeSingularBytesField(value: &self.padding) }()
       default: break
       }
@@ -1823,8 +1829,8 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if self.answer != false {
       try visitor.visitSingularBoolField(value: self.answer, fieldNumber: 6)
     }
-    if !self.mac.isEmpty {
-      try visitor.visitSingularBytesField(value: self.mac, fieldNumber: 7)
+    if !self.sealed.isEmpty {
+      try visitor.visitSingularBytesField(value: self.sealed, fieldNumber: 7)
     }
     if !self.padding.isEmpty {
       try visitor.visitSingularBytesField(value: self.padding, fieldNumber: 8)
@@ -1839,7 +1845,7 @@ nonisolated extension PCClockDatagram: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.t2 != rhs.t2 {return false}
     if lhs.t3 != rhs.t3 {return false}
     if lhs.answer != rhs.answer {return false}
-    if lhs.mac != rhs.mac {return false}
+    if lhs.sealed != rhs.sealed {return false}
     if lhs.padding != rhs.padding {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
