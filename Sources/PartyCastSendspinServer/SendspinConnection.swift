@@ -29,7 +29,18 @@ struct SendspinConnection {
     /// every chunk's presentation time is counted too.
     static func nowMicroseconds() -> Int64 { Int64(clamping: monotonicNanoseconds() / 1000) }
 
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+    /// How a connection ended, for a dialler deciding whether and when to dial again.
+    enum Ending: Sendable {
+        /// The party is over: its last chunk and stream/end went out.
+        case broadcastOver
+        /// It played the party for a while.
+        case played
+        /// It never joined as a player.
+        case didNotPlay
+    }
+
+    @discardableResult
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws -> Ending {
         var messages = inbound.messages(maxSize: Self.maxMessageBytes).makeAsyncIterator()
         let deadline = Task {
             try await Task.sleep(for: Self.helloDeadline)
@@ -37,7 +48,7 @@ struct SendspinConnection {
             try await outbound.close(.policyViolation, reason: "no hello in time")
         }
         defer { deadline.cancel() }
-        guard case .text(let first)? = try await messages.next() else { return }
+        guard case .text(let first)? = try await messages.next() else { return .didNotPlay }
         var handshake = SendspinHandshake(serverKey: shared.serverKey)
         var step = handshake.receive(text: Array(first.utf8))
         var channel: SendspinSecureChannel?
@@ -55,7 +66,7 @@ struct SendspinConnection {
                 break opening
             case .reply(let frames):
                 for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
-                guard case .text(let next)? = try await messages.next() else { return }
+                guard case .text(let next)? = try await messages.next() else { return .didNotPlay }
                 step = handshake.receive(text: Array(next.utf8))
             case .established(let clientID, let secure):
                 channel = secure
@@ -65,14 +76,14 @@ struct SendspinConnection {
                 shared.fanout.refusals.refuse(.badData, "refused Sendspin client \(address): \(reason)")
                 if let reply { try await outbound.write(.text(String(decoding: reply, as: UTF8.self))) }
                 try await outbound.close(.policyViolation, reason: "handshake refused")
-                return
+                return .didNotPlay
             }
         }
         guard format != nil else {
             // The first source sets the party's format within moments of the start.
             shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
             try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
-            return
+            return .didNotPlay
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)
@@ -82,13 +93,14 @@ struct SendspinConnection {
             continuation.finish()
             if let id = player.fanoutID.withLockedValue({ $0 }) { shared.fanout.leave(id) }
         }
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 let ended = try await writer.drain(stream, format: { player.format.withLockedValue { $0 } })
                 if outlet.overflowed.load(ordering: .relaxed) {
                     shared.fanout.refusals.refuse(.slowReader, "cut off Sendspin player \(address): it fell behind the party")
                     try await outbound.close(.policyViolation, reason: "fell behind")
                 } else if ended {
+                    player.broadcastOver.withLockedValue { $0 = true }
                     try await outbound.close(.normalClosure, reason: "the broadcast is over")
                 }
             }
@@ -99,7 +111,7 @@ struct SendspinConnection {
                 for action in actions {
                     guard try await carryOut(action, session: session, outlet: outlet, player: player, outbound: outbound) else {
                         tasks.cancelAll()
-                        return
+                        return player.ending
                     }
                 }
                 if session.peer != nil { deadline.cancel() }
@@ -124,6 +136,8 @@ struct SendspinConnection {
                 }
             }
             tasks.cancelAll()
+            // The writer says the broadcast is over before it closes, which is what ended the messages.
+            return player.ending
         }
     }
 
@@ -193,6 +207,13 @@ struct SendspinConnection {
         let fanoutID = LockedValueBox<Int?>(nil)
         /// Its active roles, once it joined.
         let roles = LockedValueBox<[String]>([])
+        /// Its stream ended with the broadcast.
+        let broadcastOver = LockedValueBox(false)
+
+        var ending: Ending {
+            if broadcastOver.withLockedValue({ $0 }) { return .broadcastOver }
+            return fanoutID.withLockedValue { $0 } == nil ? .didNotPlay : .played
+        }
     }
 
     /// Tells a client with the metadata or controller role what changes of the party, until the

@@ -15,17 +15,6 @@ final class SendspinListenerTests: XCTestCase {
         (listener, skewTool) = ("\(bin)/listener", "\(bin)/partycast-skew")
     }
 
-    /// A namespace with only its own loopback, removed when the test ends.
-    func isolatedLoopback() throws -> String {
-        let name = "pc-sendspin-\(getpid())"
-        _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name])  // a crashed run's leftover of this PID
-        let added = try runProcess("/usr/sbin/ip", ["netns", "add", name])
-        guard added.status == 0 else { throw XCTSkip("no network namespaces here: \(added.stderr)") }
-        addTeardownBlock { _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name]) }
-        XCTAssertEqual(try runProcess("/usr/sbin/ip", ["netns", "exec", name, "ip", "link", "set", "lo", "up"]).status, 0)
-        return name
-    }
-
     func bytesRecorded(_ path: String) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }

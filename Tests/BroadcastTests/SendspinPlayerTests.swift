@@ -2,104 +2,25 @@ import Foundation
 import PartyCastTestSupport
 import XCTest
 
-/// The reference Sendspin player, `sendspin daemon` (PyPI, pinned in scripts/test-requirements.txt),
-/// joins `broadcaster share` at its Sendspin port and plays the party to an ALSA device: alsa-lib's
-/// `file` plugin writing into a FIFO that `PacedCard` drains in real time, as a sound card would.
+/// The reference Sendspin player (`ReferencePlayer`, `sendspin daemon`) joins `broadcaster share` at
+/// its Sendspin port and plays the party; players of the spec's plain dialect get its messages.
 final class SendspinPlayerTests: XCTestCase {
-    /// A sound card on a FIFO: from the first frame on, every 10 ms it takes 10 ms of 48 kHz stereo
-    /// int16 frames, or plays silence for what is not there yet (an underrun), never faster: the
-    /// player's clock sync needs a device that drains in real time. alsa-lib's `null` device, under
-    /// the `file` plugin, would take everything at once.
-    final class PacedCard: @unchecked Sendable {
-        // @unchecked: `recorded` and `stopping` are touched under `lock` only; the rest is immutable.
-        static let bytesPerTick = 48000 * 4 / 100
-        private let fd: Int32
-        private let lock = NSLock()
-        private var recorded = Data()
-        private var stopping = false
-        private let finished = DispatchSemaphore(value: 0)
-
-        init(fifo path: String) throws {
-            guard mkfifo(path, 0o600) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            // Opened for writing too, so the player's opening and closing the device while it probes
-            // it is no end of file; non-blocking, so an empty pipe is an underrun, not a wait.
-            fd = open(path, O_RDWR | O_NONBLOCK)
-            guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            Thread.detachNewThread { [self] in run() }
-        }
-
-        private func run() {
-            var tick = [UInt8](repeating: 0, count: Self.bytesPerTick)
-            var start: Int64?
-            var ticks: Int64 = 0
-            while !lock.withLock({ stopping }) {
-                let got = max(0, read(fd, &tick, tick.count))
-                if start == nil && got == 0 {
-                    letTimePass(0.001)  // the card is not playing yet
-                    continue
-                }
-                if start == nil { start = monotonicNow() }
-                for index in got..<tick.count { tick[index] = 0 }
-                lock.withLock { recorded.append(contentsOf: tick) }
-                ticks += 1
-                let due = start! + ticks * 10_000_000
-                let now = monotonicNow()
-                if due > now { letTimePass(Double(due - now) / 1e9) }
-            }
-            close(fd)
-            finished.signal()
-        }
-
-        /// Stops the card and returns its left channel.
-        func stop() -> [Float] {
-            lock.withLock { stopping = true }
-            finished.wait()
-            return lock.withLock {
-                recorded.withUnsafeBytes { raw in stride(from: 0, to: raw.count / 2, by: 2).map { Float(raw.load(fromByteOffset: $0 * 2, as: Int16.self)) / 32768 } }
-            }
-        }
-    }
-
     func testSendspinDaemonJoinsThePartyAndPlaysTheSong() throws {
-        let sendspin = testDriver("sendspin")
-        guard FileManager.default.isExecutableFile(atPath: sendspin) else { throw XCTSkip("no sendspin in the tests' venv: run `make deps`") }
         let directory = try temporaryDirectory()
         let song = try fixture("pcm16.wav")
-        let card = try PacedCard(fifo: directory + "/card.fifo")
-        let config = directory + "/asound.conf"
-        try #"pcm.partycast_card { type file; slave.pcm "null"; file "\#(directory)/card.fifo"; format "raw" }"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
         let sendspinPort = freePort()
         // Long enough a start for the player to come up (Python, the device probe) before the song does.
         let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
                                                                         "--sendspin-port", "\(sendspinPort)", "--start-in", "8", song])
         defer { broadcaster.signal(SIGTERM) }
         XCTAssertTrue(waitForPort(sendspinPort, timeout: 30), broadcaster.stderr)
-        // HOME too: sendspin keeps its settings and identity there, and alsa-lib reads ~/.asoundrc.
-        let player = try startProcess(sendspin, ["daemon", "--url", "ws://127.0.0.1:\(sendspinPort)/sendspin", "--name", "reference-player",
-                                                 "--audio-device", "partycast_card", "--audio-format", "pcm:48000:16:2", "--hardware-volume", "false",
-                                                 "--disable-mpris", "--settings-dir", directory + "/sendspin"],
-                                      environment: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + config, "HOME": directory])
-        defer { player.signal(SIGTERM) }
+        let player = try ReferencePlayer(in: directory, connection: ["--url", "ws://127.0.0.1:\(sendspinPort)/sendspin"])
+        defer { player.process.signal(SIGTERM) }
         XCTAssertTrue(broadcaster.waitForStderr("Sendspin player reference-player@127.0.0.1 joined (pcm 48000 Hz, 16 bit)", timeout: 60),
-                      broadcaster.stderr + player.stderr)
+                      broadcaster.stderr + player.process.stderr)
         let shared = broadcaster.wait(timeout: 90)
         XCTAssertEqual(shared.status, 0, shared.stderr)
-        player.signal(SIGTERM)
-        _ = player.wait(timeout: 30)
-        let recording = card.stop()
-
-        let reference = directory + "/reference.wav"
-        try runProcess("sox", [song, "-r", "48000", "-e", "floating-point", "-b", "32", reference])
-        let source = try readAudio(reference)
-        let left = stride(from: 0, to: source.samples.count, by: source.channels).map { source.samples[$0] }
-        let windows = AlignedWindows(reference: left, recording: recording, windowFrames: 24_000)
-        let heard = windows.filter { $0.correlation >= 0.95 }
-        // The player joins before the song starts; its clock sync may still cut a little at the start.
-        XCTAssertGreaterThanOrEqual(heard.count, windows.count * 3 / 4, "windows heard: \(windows.map { String(format: "%.2f", $0.correlation) })")
-        XCTAssertGreaterThanOrEqual(heard.map(\.correlation).sorted()[heard.count / 2], 0.99)
-        XCTAssertGreaterThanOrEqual(heard.map(\.snr).sorted()[heard.count / 2], 15, "the player plays the song itself, at the party's volume")
-        XCTAssertEqual(heard.map(\.gain).sorted()[heard.count / 2], 1, accuracy: 0.1, "the party set the player's volume to 100")
+        try player.assertPlayed(song, in: directory)
     }
 
     /// Sendspin players cannot prove a party key: at a private party the Sendspin port stays closed
@@ -195,76 +116,5 @@ final class SendspinPlayerTests: XCTestCase {
         let timestamps = frames.compactMap { $0["timestamp"] }
         XCTAssertEqual(Set(zip(timestamps, timestamps.dropFirst()).map { $1 - $0 }), [20_000])
         XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
-    }
-}
-
-/// Each `windowFrames` stretch of `reference`, found in `recording`: where it correlates best, and
-/// how well. Players correct their clock by stretching or cutting the audio a little, so each window
-/// is found on its own, near where the one before it was.
-struct AlignedWindows: RandomAccessCollection {
-    struct Window {
-        var referenceFrame: Int
-        var recordingFrame: Int
-        var correlation: Double
-        var snr: Double
-        var gain: Double
-    }
-
-    private let windows: [Window]
-    var startIndex: Int { windows.startIndex }
-    var endIndex: Int { windows.endIndex }
-    subscript(index: Int) -> Window { windows[index] }
-
-    init(reference: [Float], recording: [Float], windowFrames: Int) {
-        let starts = Array(stride(from: 0, to: reference.count - windowFrames, by: windowFrames))
-        // Searched for at a 16th of the rate over the whole recording (the middle window, the anchor),
-        // then near the last window's place at a 4th, then at the full rate.
-        let reference16 = Self.decimate(reference, by: 16), recording16 = Self.decimate(recording, by: 16)
-        let reference4 = Self.decimate(reference, by: 4), recording4 = Self.decimate(recording, by: 4)
-        let middle = starts[starts.count / 2]
-        let anchor = 16 * Self.best(reference16, from: middle / 16, count: windowFrames / 16, in: recording16,
-                                    lags: (-middle / 16)...((recording.count - middle - windowFrames) / 16))
-        var found: [Int: Window] = [:]
-        for order in [Array(starts[(starts.count / 2)...]), Array(starts[..<(starts.count / 2)].reversed())] {
-            var near = anchor
-            for start in order {
-                // Within 50 ms of the last: a player slews its clock far slower than that per window.
-                let coarse = 4 * Self.best(reference4, from: start / 4, count: windowFrames / 4, in: recording4, lags: ((near - 2400) / 4)...((near + 2400) / 4))
-                near = Self.best(reference, from: start, count: windowFrames, in: recording, lags: (coarse - 8)...(coarse + 8))
-                found[start] = Self.measure(reference, from: start, count: windowFrames, in: recording, lag: near)
-            }
-        }
-        windows = starts.compactMap { found[$0] }
-    }
-
-    /// Every `factor` samples averaged into one: a low-pass, so a coarse search still finds the peak.
-    private static func decimate(_ samples: [Float], by factor: Int) -> [Float] {
-        stride(from: 0, to: samples.count - factor + 1, by: factor).map { start in samples[start..<(start + factor)].reduce(0, +) / Float(factor) }
-    }
-
-    /// The lag in `lags` at which the window best matches the recording.
-    private static func best(_ reference: [Float], from start: Int, count: Int, in recording: [Float], lags: ClosedRange<Int>) -> Int {
-        var bestLag = lags.lowerBound, bestScore = -Float.infinity
-        for lag in lags where start + lag >= 0 && start + lag + count <= recording.count {
-            var dot: Float = 0
-            for frame in 0..<count { dot += reference[start + frame] * recording[start + lag + frame] }
-            if dot > bestScore { bestScore = dot; bestLag = lag }
-        }
-        return bestLag
-    }
-
-    private static func measure(_ reference: [Float], from start: Int, count: Int, in recording: [Float], lag: Int) -> Window {
-        guard start + lag >= 0, start + lag + count <= recording.count else {
-            return Window(referenceFrame: start, recordingFrame: start + lag, correlation: 0, snr: -.infinity, gain: 0)
-        }
-        var dot = 0.0, referenceEnergy = 0.0, recordedEnergy = 0.0
-        for frame in 0..<count {
-            let a = Double(reference[start + frame]), b = Double(recording[start + lag + frame])
-            dot += a * b; referenceEnergy += a * a; recordedEnergy += b * b
-        }
-        let gain = dot / Swift.max(referenceEnergy, 1e-30)
-        let residual = Swift.max(recordedEnergy - gain * dot, 1e-30)
-        return Window(referenceFrame: start, recordingFrame: start + lag, correlation: dot / Swift.max((referenceEnergy * recordedEnergy).squareRoot(), 1e-30),
-                      snr: 10 * log10(gain * dot / residual), gain: gain)
     }
 }
