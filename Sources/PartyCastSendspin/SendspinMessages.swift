@@ -75,13 +75,21 @@ public struct ClientHello: Decodable, Sendable {
     public let version: Int?
     public let supportedRoles: [String]
     public let playerSupport: PlayerSupport?
+    /// The spec's artwork channels; aiosendspin 10 clients say them in client/state instead.
+    public let artworkSupport: ArtworkChannels?
 
     enum CodingKeys: String, CodingKey {
         case clientID = "client_id"
         case name, version
         case supportedRoles = "supported_roles"
         case playerSupport = "player@v1_support"
+        case artworkSupport = "artwork@v1_support"
     }
+}
+
+/// An artwork client's channels, as it lists them (unchecked: `SendspinArtworkChannel.checked`).
+public struct ArtworkChannels: Decodable, Sendable {
+    public let channels: [SendspinArtworkChannel]
 }
 
 public struct ClientTime: Codable, Sendable {
@@ -119,6 +127,7 @@ public struct ClientState: Decodable, Sendable {
     public let available: Bool?
     public let state: String?
     public let player: Player?
+    public let artwork: ArtworkChannels?
 }
 
 public struct ClientCommand: Decodable, Sendable {

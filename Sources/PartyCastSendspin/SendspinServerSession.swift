@@ -10,6 +10,8 @@ public struct SendspinPeer: Equatable, Sendable {
     public let format: SendspinAudioFormat?
     /// Bytes of not-yet-played audio the player can hold.
     public let bufferCapacity: Int
+    /// The artwork channels its hello asked for (the spec's; aiosendspin 10's come in client/state).
+    public let artworkChannels: [SendspinArtworkChannel]
 
     public func has(_ family: String) -> Bool { activeRoles.contains { $0.hasPrefix(family + "@") } }
 }
@@ -49,6 +51,8 @@ public struct SendspinServerSession: Sendable {
         /// The client is (or no longer is) available to play, e.g. taken by another source.
         case available(Bool)
         case control(SendspinControl)
+        /// The artwork client's channels are now these.
+        case artworkChannels([SendspinArtworkChannel])
         /// End the connection, for this reason (one line, for the log).
         case close(String)
     }
@@ -56,7 +60,7 @@ public struct SendspinServerSession: Sendable {
     private enum Phase { case awaitingHello, joined(SendspinPeer), ended }
 
     /// The roles this server implements, by family, in the versions it knows.
-    static let implementedRoles = ["player@v1", "metadata@v1", "controller@v1"]
+    static let implementedRoles = ["player@v1", "metadata@v1", "controller@v1", "artwork@v1"]
 
     public let serverID: String
     public let serverName: String
@@ -155,7 +159,7 @@ public struct SendspinServerSession: Sendable {
         }
         var format: SendspinAudioFormat?
         var roles: [String] = []
-        for family in ["player", "metadata", "controller"] {
+        for family in ["player", "metadata", "controller", "artwork"] {
             guard let role = hello.supportedRoles.first(where: { $0.hasPrefix(family + "@") && Self.implementedRoles.contains($0) }) else { continue }
             if family == "player" {
                 guard let support = hello.playerSupport, support.bufferCapacity > 0,
@@ -165,8 +169,13 @@ public struct SendspinServerSession: Sendable {
             roles.append(role)
         }
         guard !roles.isEmpty else { return end("it asked for no role this server plays (or no format it can encode)") }
+        var artworkChannels: [SendspinArtworkChannel] = []
+        if roles.contains("artwork@v1"), let listed = hello.artworkSupport?.channels {
+            guard let checked = SendspinArtworkChannel.checked(listed) else { return end("its client/hello has artwork channels out of range") }
+            artworkChannels = checked
+        }
         let peer = SendspinPeer(clientID: clientID, name: String(untrusted: hello.name, limit: 60), activeRoles: roles,
-                                format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0))
+                                format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0), artworkChannels: artworkChannels)
         phase = .joined(peer)
         let reply: SendspinServerMessage = transport == .plain
             ? .hello(serverID: serverID, name: serverName, activeRoles: roles)
@@ -186,6 +195,11 @@ public struct SendspinServerSession: Sendable {
             }
             if let commands = player.supportedCommands { playerCommands = Set(commands.prefix(16).map { String(untrustedType: $0) }) }
             actions.append(.playerState(volume: player.volume, muted: player.muted, outputDelayMs: player.outputDelayMs))
+        }
+        if let artwork = state.artwork {
+            guard peer.has("artwork") else { return bad("artwork channels from a client without the artwork role") }
+            guard let checked = SendspinArtworkChannel.checked(artwork.channels) else { return bad("artwork channels out of range") }
+            actions.append(.artworkChannels(checked))
         }
         return actions
     }

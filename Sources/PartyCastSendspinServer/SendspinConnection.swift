@@ -87,7 +87,8 @@ struct SendspinConnection {
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)
-        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers)
+        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers,
+                                    artwork: outlet.artwork)
         let player = Player()
         defer {
             continuation.finish()
@@ -153,6 +154,10 @@ struct SendspinConnection {
             let state = SendspinPartyState(shared.party.snapshot)
             if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
+            if peer.has("artwork") {
+                player.artworkChannels.withLockedValue { $0 = peer.artworkChannels }
+                showArtwork(peer.artworkChannels, of: state.song, on: outlet)
+            }
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -170,6 +175,9 @@ struct SendspinConnection {
         case .playerState(let volume, let muted, let delay):
             outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
+        case .artworkChannels(let channels):
+            player.artworkChannels.withLockedValue { $0 = channels }
+            showArtwork(channels, of: SendspinPartyState(shared.party.snapshot).song, on: outlet)
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
         case .control(let control):
@@ -187,6 +195,24 @@ struct SendspinConnection {
             return false
         }
         return true
+    }
+
+    /// Shows `song`'s cover on an artwork client's album channels (the party has no artist
+    /// pictures: those are cleared, as is an album channel when the song has no cover it can send).
+    private func showArtwork(_ channels: [SendspinArtworkChannel], of song: PartySnapshot.Item?, on outlet: SendspinOutlet) {
+        guard !channels.isEmpty else { return }
+        let cover = song.flatMap { shared.party.cover(item: $0.id) }
+        let picture = cover.flatMap { SendspinPicture($0.bytes) }
+        if let song, let cover, picture == nil {
+            shared.logger.debug("the cover of \"\(song.title)\" (\(cover.mimeType), \(cover.bytes.count) bytes) is not PNG, JPEG or BMP within \(SendspinPicture.maxBytes) bytes: not sent")
+        }
+        let carried = channels.map { channel in
+            channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+        }
+        let images = channels.indices.filter { channels[$0].source != "none" }.map { index in
+            (channel: index, bytes: channels[index].source == "album" ? picture?.bytes ?? [] : [])
+        }
+        outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
     }
 
     /// What a Sendspin controller's command means to the party.
@@ -207,6 +233,8 @@ struct SendspinConnection {
         let fanoutID = LockedValueBox<Int?>(nil)
         /// Its active roles, once it joined.
         let roles = LockedValueBox<[String]>([])
+        /// The artwork channels it asked for, if an artwork client.
+        let artworkChannels = LockedValueBox<[SendspinArtworkChannel]>([])
         /// Its stream ended with the broadcast.
         let broadcastOver = LockedValueBox(false)
 
@@ -222,11 +250,15 @@ struct SendspinConnection {
         var told: SendspinPartyState?
         for await snapshot in shared.party.snapshots() {
             let roles = player.roles.withLockedValue { $0 }
-            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1")
-            guard metadata || controller else { continue }
+            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1"), artwork = roles.contains("artwork@v1")
+            guard metadata || controller || artwork else { continue }
             let state = SendspinPartyState(snapshot)
             if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
+            // The join showed the song of then; from here, each new one's.
+            if artwork, let told, told.song?.id != state.song?.id {
+                showArtwork(player.artworkChannels.withLockedValue { $0 }, of: state.song, on: outlet)
+            }
             told = state
         }
     }

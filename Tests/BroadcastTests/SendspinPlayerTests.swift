@@ -117,4 +117,36 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertEqual(Set(zip(timestamps, timestamps.dropFirst()).map { $1 - $0 }), [20_000])
         XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
     }
+
+    /// An artwork and metadata client of the spec's plain dialect (its channels in client/hello, as
+    /// the spec has them) gets the song's title and its cover: stream/start saying what the cover is,
+    /// then the spec's one binary message, the picture as ffmpeg finds it in the file. The party
+    /// cannot scale or convert (no image library), so it sends the original PNG whatever was asked.
+    func testAnArtworkClientGetsTheSongsCover() throws {
+        let python = testDriver("python")
+        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
+            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
+        }
+        let directory = try temporaryDirectory()
+        let song = try fixture("id3v2.mp3")
+        let reference = "\(directory)/reference.png"
+        XCTAssertEqual(try runProcess("ffmpeg", ["-v", "error", "-i", song, "-an", "-c:v", "copy", reference]).status, 0)
+        let sendspinPort = freePort()
+        let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                        "--sendspin-port", "\(sendspinPort)", "--loop", song])
+        defer { broadcaster.signal(SIGTERM); _ = broadcaster.wait(timeout: 30) }
+        XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/artwork_client.py").path
+        let result = try runProcess(python, [script, "ws://127.0.0.1:\(sendspinPort)/sendspin", "\(directory)/shown.png"], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr + broadcaster.stderr)
+        let seen = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], result.stdout)
+        XCTAssertEqual((seen["hello"] as? [String: Any])?["active_roles"] as? [String], ["metadata@v1", "artwork@v1"])
+        XCTAssertEqual((seen["metadata"] as? [String: Any])?["title"] as? String, "Fixture Title")
+        let described = (seen["starts"] as? [[String: Any]])?.compactMap { ($0["artwork"] as? [String: Any])?["channels"] as? [[String: Any]] }.last?.first
+        XCTAssertEqual(described?["source"] as? String, "album")
+        XCTAssertEqual(described?["format"] as? String, "png")
+        XCTAssertEqual(described?["width"] as? Int, 100)
+        XCTAssertEqual(described?["height"] as? Int, 65)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/shown.png")), try Data(contentsOf: URL(fileURLWithPath: reference)))
+    }
 }
