@@ -158,6 +158,7 @@ public struct SendspinServerSession: Sendable {
             clientID = String(untrusted: sent, limit: 200)
         }
         var format: SendspinAudioFormat?
+        var artworkChannels: [SendspinArtworkChannel] = []
         var roles: [String] = []
         for family in ["player", "metadata", "controller", "artwork"] {
             guard let role = hello.supportedRoles.first(where: { $0.hasPrefix(family + "@") && Self.implementedRoles.contains($0) }) else { continue }
@@ -166,14 +167,14 @@ public struct SendspinServerSession: Sendable {
                       let chosen = Self.chooseFormat(from: support.supportedFormats, encodable: encodable, partyFormat: partyFormat) else { continue }
                 format = chosen
             }
+            // The spec's channels in the hello must be 1–4 valid ones; aiosendspin 10's come later, in client/state.
+            if family == "artwork", let listed = hello.artworkSupport?.channels {
+                guard let checked = SendspinArtworkChannel.checked(listed) else { continue }
+                artworkChannels = checked
+            }
             roles.append(role)
         }
         guard !roles.isEmpty else { return end("it asked for no role this server plays (or no format it can encode)") }
-        var artworkChannels: [SendspinArtworkChannel] = []
-        if roles.contains("artwork@v1"), let listed = hello.artworkSupport?.channels {
-            guard let checked = SendspinArtworkChannel.checked(listed) else { return end("its client/hello has artwork channels out of range") }
-            artworkChannels = checked
-        }
         let peer = SendspinPeer(clientID: clientID, name: String(untrusted: hello.name, limit: 60), activeRoles: roles,
                                 format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0), artworkChannels: artworkChannels)
         phase = .joined(peer)
