@@ -118,11 +118,11 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
     }
 
-    /// An artwork and metadata client of the spec's plain dialect (its channels in client/hello, as
-    /// the spec has them) gets the song's title and its cover: stream/start saying what the cover is,
-    /// then the spec's one binary message, the picture as ffmpeg finds it in the file. The party
-    /// cannot scale or convert (no image library), so it sends the original PNG whatever was asked.
-    func testAnArtworkClientGetsTheSongsCover() throws {
+    /// Artwork and metadata clients of both dialects get the song's cover, the picture as ffmpeg
+    /// finds it in the file. The spec's plain one (its channels in client/hello) gets the title,
+    /// stream/start saying what the cover is, then the spec's one binary message. The party cannot
+    /// scale or convert (no image library), so it sends the original PNG whatever was asked for.
+    func testArtworkClientsOfBothDialectsGetTheSongsCover() throws {
         let python = testDriver("python")
         guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
             throw XCTSkip("no aiosendspin in \(python): run `make deps`")
@@ -148,5 +148,16 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertEqual(described?["width"] as? Int, 100)
         XCTAssertEqual(described?["height"] as? Int, 65)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/shown.png")), try Data(contentsOf: URL(fileURLWithPath: reference)))
+
+        // aiosendspin 10's own client, encrypted: the cover in its announce-and-parts framing, put
+        // together by its code and handed to its artwork listener, with no warning from it.
+        let encrypted = try runProcess(python, [URL(fileURLWithPath: script).deletingLastPathComponent().appendingPathComponent("encrypted_artwork_client.py").path,
+                                                "ws://127.0.0.1:\(sendspinPort)/sendspin"], timeout: 60)
+        XCTAssertEqual(encrypted.status, 0, encrypted.stderr + broadcaster.stderr)
+        XCTAssertFalse(encrypted.stderr.contains("WARNING") || encrypted.stderr.contains("ERROR"), encrypted.stderr)
+        let images = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(encrypted.stdout.utf8)) as? [[String: Any]], encrypted.stdout)
+        let digest = try runProcess("sha256sum", [reference]).stdout.prefix(64)
+        XCTAssertEqual(images.last?["channel"] as? Int, 0)
+        XCTAssertEqual(images.last?["sha256"] as? String, String(digest), "\(images)")
     }
 }
