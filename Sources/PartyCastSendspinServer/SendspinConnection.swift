@@ -176,7 +176,8 @@ struct SendspinConnection {
             outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
         case .artworkChannels(let channels):
-            player.artworkChannels.withLockedValue { $0 = channels }
+            // Every client/state carries them: only a change is shown again (a cover is up to 4 MiB to copy).
+            guard player.artworkChannels.withLockedValue({ old in defer { old = channels }; return old != channels }) else { return true }
             showArtwork(channels, of: SendspinPartyState(shared.party.snapshot).song, on: outlet)
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
@@ -244,7 +245,7 @@ struct SendspinConnection {
         }
     }
 
-    /// Tells a client with the metadata or controller role what changes of the party, until the
+    /// Tells a client with the metadata, controller or artwork role what changes of the party, until the
     /// connection ends (the task is cancelled).
     private func followParty(_ player: Player, outlet: SendspinOutlet) async {
         var told: SendspinPartyState?
