@@ -139,6 +139,34 @@ public struct ClientCommand: Decodable, Sendable {
     public let controller: Controller?
 }
 
+/// The spec's stream/request-format; only its artwork object is acted on (a player's format is the
+/// party's, chosen at its hello).
+public struct ClientRequestFormat: Decodable, Sendable {
+    /// One channel's change: the fields given replace the channel's.
+    public struct Artwork: Decodable, Sendable {
+        public let channel: Int
+        public let source: String?
+        public let format: String?
+        public let width: Int?
+        public let height: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case channel, source, format, width, height
+            case mediaWidth = "media_width", mediaHeight = "media_height"
+        }
+
+        public init(from decoder: Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            channel = try container.decode(Int.self, forKey: .channel)
+            source = try container.decodeIfPresent(String.self, forKey: .source)
+            format = try container.decodeIfPresent(String.self, forKey: .format)
+            width = try container.decodeIfPresent(Int.self, forKey: .width) ?? container.decodeIfPresent(Int.self, forKey: .mediaWidth)
+            height = try container.decodeIfPresent(Int.self, forKey: .height) ?? container.decodeIfPresent(Int.self, forKey: .mediaHeight)
+        }
+    }
+    public let artwork: Artwork?
+}
+
 public struct ClientGoodbye: Decodable, Sendable {
     public let reason: String?
 }
@@ -150,6 +178,7 @@ public enum SendspinClientMessage: Sendable {
     case state(ClientState)
     case command(ClientCommand)
     case goodbye(ClientGoodbye)
+    case requestFormat(ClientRequestFormat)
     case other(type: String)
 
     private struct Kind: Decodable { let type: String }
@@ -167,6 +196,7 @@ public enum SendspinClientMessage: Sendable {
         case "client/state": return .state(try payload(ClientState.self))
         case "client/command": return .command(try payload(ClientCommand.self))
         case "client/goodbye": return .goodbye(try payload(ClientGoodbye.self))
+        case "stream/request-format": return .requestFormat(try payload(ClientRequestFormat.self))
         default: return .other(type: String(untrustedType: type))
         }
     }

@@ -77,6 +77,8 @@ public struct SendspinServerSession: Sendable {
     public private(set) var skippedMessages = 0
     /// The server/command player commands the player said it accepts (its latest client/state).
     public private(set) var playerCommands: Set<String> = []
+    /// An artwork client's channels as they stand (its hello's, its client/state's, its requests').
+    public private(set) var artworkChannels: [SendspinArtworkChannel] = []
 
     public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
                 limits: Limits = Limits()) {
@@ -121,6 +123,8 @@ public struct SendspinServerSession: Sendable {
             return apply(state, from: peer)
         case (.joined(let peer), .command(let command)):
             return apply(command, from: peer)
+        case (.joined(let peer), .requestFormat(let request)):
+            return apply(request, from: peer)
         case (.joined, .goodbye(let goodbye)):
             return end("it said goodbye (\(String(untrustedType: goodbye.reason ?? "no reason")))")
         case (.joined, .other):
@@ -178,6 +182,7 @@ public struct SendspinServerSession: Sendable {
         let peer = SendspinPeer(clientID: clientID, name: String(untrusted: hello.name, limit: 60), activeRoles: roles,
                                 format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0), artworkChannels: artworkChannels)
         phase = .joined(peer)
+        self.artworkChannels = artworkChannels
         let reply: SendspinServerMessage = transport == .plain
             ? .hello(serverID: serverID, name: serverName, activeRoles: roles)
             : .activate(activeRoles: roles)
@@ -200,9 +205,31 @@ public struct SendspinServerSession: Sendable {
         if let artwork = state.artwork {
             guard peer.has("artwork") else { return bad("artwork channels from a client without the artwork role") }
             guard let checked = SendspinArtworkChannel.checked(artwork.channels) else { return bad("artwork channels out of range") }
+            artworkChannels = checked
             actions.append(.artworkChannels(checked))
         }
         return actions
+    }
+
+    /// The spec's way to change one artwork channel: answered, as the spec asks, by stream/start and
+    /// the picture (the connection does both on `.artworkChannels`).
+    private mutating func apply(_ request: ClientRequestFormat, from peer: SendspinPeer) -> [Action] {
+        guard let change = request.artwork else {
+            skippedMessages += 1
+            return []
+        }
+        guard peer.has("artwork") else { return bad("an artwork format request from a client without the artwork role") }
+        guard artworkChannels.indices.contains(change.channel) else { return bad("an artwork format request for channel \(change.channel), which it did not declare") }
+        var channels = artworkChannels
+        var channel = channels[change.channel]
+        if let source = change.source { channel.source = source }
+        if let format = change.format { channel.format = format }
+        if let width = change.width { channel.width = width }
+        if let height = change.height { channel.height = height }
+        channels[change.channel] = channel
+        guard let checked = SendspinArtworkChannel.checked(channels) else { return bad("an artwork format request out of range") }
+        artworkChannels = checked
+        return [.artworkChannels(checked)]
     }
 
     private mutating func apply(_ command: ClientCommand, from peer: SendspinPeer) -> [Action] {

@@ -67,6 +67,15 @@ final class SendspinArtworkTests: XCTestCase {
             XCTAssertEqual(session.receiveText(Array(#"{"type":"client/state","payload":{"artwork":\#(bad)}}"#.utf8), receivedAt: 40), [], bad)
         }
         XCTAssertEqual(session.badMessages, 4)
+        // The spec's stream/request-format changes one declared channel, in the spec's spelling.
+        let request = #"{"type":"stream/request-format","payload":{"artwork":{"channel":0,"source":"album","media_width":320}}}"#
+        XCTAssertEqual(session.receiveText(Array(request.utf8), receivedAt: 50),
+                       [.artworkChannels([SendspinArtworkChannel(source: "album", format: "bmp", width: 320, height: 48)])])
+        for bad in [#"{"channel":1,"source":"album"}"#, #"{"channel":0,"format":"webp"}"#, #"{"channel":-1}"#] {
+            XCTAssertEqual(session.receiveText(Array(#"{"type":"stream/request-format","payload":{"artwork":\#(bad)}}"#.utf8), receivedAt: 60), [], bad)
+        }
+        XCTAssertEqual(session.badMessages, 7)
+        XCTAssertEqual(session.artworkChannels, [SendspinArtworkChannel(source: "album", format: "bmp", width: 320, height: 48)])
     }
 
     /// Our stream/start for artwork and our announce-and-parts framing (an image over three Noise
