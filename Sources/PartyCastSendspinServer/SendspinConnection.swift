@@ -37,6 +37,8 @@ struct SendspinConnection {
         case played
         /// It never joined as a player.
         case didNotPlay
+        /// It came before the party's first song opened, and was told to come back.
+        case tooEarly
     }
 
     @discardableResult
@@ -83,7 +85,7 @@ struct SendspinConnection {
             // The first source sets the party's format within moments of the start.
             shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
             try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
-            return .didNotPlay
+            return .tooEarly
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)

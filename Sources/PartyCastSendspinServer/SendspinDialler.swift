@@ -57,7 +57,12 @@ public final class SendspinDialler: Service, Sendable {
             }
             if ending == .broadcastOver || Task.isCancelled { return }
             let wait = schedule.nextWait(heardAudio: ending == .played)
-            shared.logger.warning("Sendspin player \(url): \(why); dialling again in \(Double(wait) / 1e9) s")
+            // Dialled before the first song opened (the connection said so): no failure, dialled again soon.
+            if ending == .tooEarly {
+                shared.logger.debug("Sendspin player \(url): the party has not started; dialling again in \(Double(wait) / 1e9) s")
+            } else {
+                shared.logger.warning("Sendspin player \(url): \(why); dialling again in \(Double(wait) / 1e9) s")
+            }
             do {
                 try await Task.sleep(for: .nanoseconds(Int64(clamping: wait)))
             } catch {
@@ -94,7 +99,7 @@ public final class SendspinDialler: Service, Sendable {
             why = " (\(Self.describe(error)))"
         }
         let ended = ending.withLockedValue { $0 }
-        return (ended, (ended == .didNotPlay ? "it did not join as a player" : "it went away") + why)
+        return (ended, (ended == .played ? "it went away" : "it did not join as a player") + why)
     }
 
     private enum Upgrade: Sendable {
