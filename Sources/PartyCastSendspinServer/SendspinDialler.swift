@@ -78,10 +78,19 @@ public final class SendspinDialler: Service, Sendable {
             .connectTimeout(Self.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
         let maxFrameSize = webSocket.maxFrameSize
-        let upgrade = try await bootstrap.connect(host: url.host, port: url.port) { channel in
-            channel.eventLoop.makeCompletedFuture { try Self.upgrading(channel, to: url, maxFrameSize: maxFrameSize) }
+        let (connected, upgrade) = try await bootstrap.connect(host: url.host, port: url.port) { channel in
+            channel.eventLoop.makeCompletedFuture { (channel, try Self.upgrading(channel, to: url, maxFrameSize: maxFrameSize)) }
         }
-        guard case .webSocket(let channel) = try await upgrade.get() else {
+        // A refused upgrade, or an answer that is no HTTP, leaves the connection open: closed here.
+        let upgraded: Upgrade
+        do {
+            upgraded = try await upgrade.get()
+        } catch {
+            connected.close(promise: nil)
+            throw error
+        }
+        guard case .webSocket(let channel) = upgraded else {
+            connected.close(promise: nil)
             throw PartyCastError(.io, "it did not open a WebSocket at \(url.path)")
         }
         let configuration = WebSocketHandler.Configuration(extensions: [], autoPing: webSocket.autoPing, closeTimeout: webSocket.closeTimeout,

@@ -55,7 +55,7 @@ final class SendspinDiallerTests: XCTestCase {
         func failures(_ url: String, in log: String) -> [Substring] {
             log.split(separator: "\n").filter { $0.contains("Sendspin player \(url): ") && $0.contains("dialling again") }
         }
-        // Each kind of hostile answer twice: 0.25 + 0.5 + 1 + 2 + 4 s of waits between them.
+        // Six hostile answers, each kind at least once: 0.25 + 0.5 + 1 + 2 + 4 s of waits between them.
         XCTAssertTrue(waitUntil(timeout: 60) { failures(hostileURL, in: broadcaster.stderr).count >= 6 && failures(absentURL, in: broadcaster.stderr).count >= 6 },
                       broadcaster.stderr)
         // The upgrade's 10 s deadline.
@@ -64,7 +64,11 @@ final class SendspinDiallerTests: XCTestCase {
         let result = broadcaster.wait(timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         hostile.signal(SIGTERM)
-        let connections = hostile.wait(timeout: 30).stdout.split(separator: "\n").filter { $0.hasPrefix("connection ") }.count
+        let told = hostile.wait(timeout: 30).stdout.split(separator: "\n")
+        let connections = told.filter { $0.hasPrefix("connection ") && !$0.hasSuffix("closed by the server") }.count
+        // The fourth refused the upgrade and kept its connection open: the broadcaster closed it.
+        XCTAssertTrue(told.contains("connection 3 closed by the server"), told.joined(separator: "\n"))
+        XCTAssertTrue(failures(hostileURL, in: result.stderr).contains { $0.contains("it did not open a WebSocket at /sendspin") }, result.stderr)
         let hostileLines = failures(hostileURL, in: result.stderr), absentLines = failures(absentURL, in: result.stderr)
         // One line per connection; the last may have been cut short by the stop, before its line.
         XCTAssertTrue((connections - 1...connections).contains(hostileLines.count), "\(connections) connections: \(hostileLines.joined(separator: "\n"))")
