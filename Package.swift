@@ -66,6 +66,8 @@ let package = Package(
         // No traits: swift-configuration (ConfigurationSupport) is a module tree PartyCast never calls.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // Its WSCore: the WebSocket handler Hummingbird's server runs, run by the party's dialler too.
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
@@ -128,13 +130,13 @@ let package = Package(
         // server's session as a state machine.
         .target(name: "PartyCastSendspin", dependencies: ["PartyCastCore", "PartyCastWire", "CSodium"]),
         // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
-        // join the party as listeners.
+        // join the party as listeners, and the players it dials.
         .target(name: "PartyCastSendspinServer", dependencies: [
-            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastOutput",
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastOutput",
             .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
-            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "WSCore", package: "swift-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ]),
         // The listener's Sendspin client role: a WebSocket (NIO's) to any Sendspin server, its stream
@@ -200,7 +202,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "listener", dependencies: [
-            "PartyCastPlayer", "PartyCastNetwork", "PartyCastSendspinClient", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
+            "PartyCastPlayer", "PartyCastNetwork", "PartyCastSendspin", "PartyCastSendspinClient", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
@@ -213,7 +215,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSendspin", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],

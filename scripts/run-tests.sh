@@ -21,7 +21,7 @@ slowest=(
     BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests SendspinListenerTests HostileGuestFloodTests HostileGuestTests PartySyncTests StereoPairTests
     DebianPackageTests PartyControlTests LANTests PrivatePartyOnLANTests StationPartyOnLANTests
     OpenAPIContractTests PrivatePartyLoopbackTests HTTPSourceTests RemotePageTests DiscoveryOnLANTests
-    SendspinPlayerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
+    SendspinPlayerTests SendspinDiallerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
 )
 # The classes that measure time on the audio (sync, latency, gain ramps, wake-ups), and the one that
 # loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's

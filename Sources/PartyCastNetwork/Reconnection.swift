@@ -1,9 +1,10 @@
 import Logging
 import PartyCastCore
 
-/// When a live source tries its server again: at once after a connection that delivered audio,
-/// else after a delay that doubles from 250 ms up to 4 s, so a server that accepts and closes is
-/// not hammered. Every wait is cut short by a cancel (`wakeup` signalled, `cancelled` true).
+/// When a peer is tried again: at once after a connection that delivered audio, else after a delay
+/// that doubles from 250 ms up to 4 s, so a peer that accepts and closes is not hammered. The
+/// listener's sources wait on their thread (`reconnect`); the broadcaster's dialler awaits
+/// `nextWait` itself.
 public struct Reconnection: Sendable {
     static let firstDelay: UInt64 = 250_000_000
     static let longestDelay: UInt64 = 4_000_000_000
@@ -11,29 +12,40 @@ public struct Reconnection: Sendable {
 
     public init() {}
 
+    /// The wait before the next attempt, in ns, and the schedule moved on: none after a connection
+    /// that delivered audio (the delays start over), else the delay, doubled for the next time.
+    public mutating func nextWait(heardAudio: Bool) -> UInt64 {
+        if heardAudio {
+            delay = Self.firstDelay
+            return 0
+        }
+        defer { delay = min(delay * 2, Self.longestDelay) }
+        return delay
+    }
+
     /// After a connection ended: connects again with `connect` until it succeeds or a cancel, one
-    /// warning line per failed attempt.
+    /// warning line per failed attempt. Every wait is cut short by a cancel (`wakeup` signalled,
+    /// `cancelled` true).
     public mutating func reconnect(heardAudio: Bool, wakeup: Wakeup, cancelled: () -> Bool, logger: Logger,
                                    _ connect: () throws(PartyCastError) -> Void) throws(PartyCastError) {
-        if heardAudio { delay = Self.firstDelay } else { backOff(wakeup: wakeup, cancelled: cancelled) }
+        Self.wait(nextWait(heardAudio: heardAudio), wakeup: wakeup, cancelled: cancelled)
         while !cancelled() {
             do throws(PartyCastError) {
                 try connect()
                 return
             } catch {
-                logger.warning("\(error.message); retrying in \(Double(delay) / 1e9) s")
-                backOff(wakeup: wakeup, cancelled: cancelled)
+                let wait = nextWait(heardAudio: false)
+                logger.warning("\(error.message); retrying in \(Double(wait) / 1e9) s")
+                Self.wait(wait, wakeup: wakeup, cancelled: cancelled)
             }
         }
         throw PartyCastError(.io, "stopped while reconnecting")
     }
 
-    /// Waits the delay (cut short by a cancel) and doubles it, up to the longest.
-    private mutating func backOff(wakeup: Wakeup, cancelled: () -> Bool) {
-        let deadline = monotonicNanoseconds() + delay
+    private static func wait(_ nanoseconds: UInt64, wakeup: Wakeup, cancelled: () -> Bool) {
+        let deadline = monotonicNanoseconds() + nanoseconds
         while !cancelled(), case let now = monotonicNanoseconds(), now < deadline {
             wakeup.wait(nanoseconds: deadline - now)
         }
-        delay = min(delay * 2, Self.longestDelay)
     }
 }

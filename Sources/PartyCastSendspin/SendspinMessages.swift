@@ -75,13 +75,21 @@ public struct ClientHello: Decodable, Sendable {
     public let version: Int?
     public let supportedRoles: [String]
     public let playerSupport: PlayerSupport?
+    /// The spec's artwork channels; aiosendspin 10 clients say them in client/state instead.
+    public let artworkSupport: ArtworkChannels?
 
     enum CodingKeys: String, CodingKey {
         case clientID = "client_id"
         case name, version
         case supportedRoles = "supported_roles"
         case playerSupport = "player@v1_support"
+        case artworkSupport = "artwork@v1_support"
     }
+}
+
+/// An artwork client's channels, as it lists them (unchecked: `SendspinArtworkChannel.checked`).
+public struct ArtworkChannels: Decodable, Sendable {
+    public let channels: [SendspinArtworkChannel]
 }
 
 public struct ClientTime: Codable, Sendable {
@@ -119,6 +127,7 @@ public struct ClientState: Decodable, Sendable {
     public let available: Bool?
     public let state: String?
     public let player: Player?
+    public let artwork: ArtworkChannels?
 }
 
 public struct ClientCommand: Decodable, Sendable {
@@ -128,6 +137,34 @@ public struct ClientCommand: Decodable, Sendable {
         public let mute: Bool?
     }
     public let controller: Controller?
+}
+
+/// The spec's stream/request-format; only its artwork object is acted on (a player's format is the
+/// party's, chosen at its hello).
+public struct ClientRequestFormat: Decodable, Sendable {
+    /// One channel's change: the fields given replace the channel's.
+    public struct Artwork: Decodable, Sendable {
+        public let channel: Int
+        public let source: String?
+        public let format: String?
+        public let width: Int?
+        public let height: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case channel, source, format, width, height
+            case mediaWidth = "media_width", mediaHeight = "media_height"
+        }
+
+        public init(from decoder: Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            channel = try container.decode(Int.self, forKey: .channel)
+            source = try container.decodeIfPresent(String.self, forKey: .source)
+            format = try container.decodeIfPresent(String.self, forKey: .format)
+            width = try container.decodeIfPresent(Int.self, forKey: .width) ?? container.decodeIfPresent(Int.self, forKey: .mediaWidth)
+            height = try container.decodeIfPresent(Int.self, forKey: .height) ?? container.decodeIfPresent(Int.self, forKey: .mediaHeight)
+        }
+    }
+    public let artwork: Artwork?
 }
 
 public struct ClientGoodbye: Decodable, Sendable {
@@ -141,6 +178,7 @@ public enum SendspinClientMessage: Sendable {
     case state(ClientState)
     case command(ClientCommand)
     case goodbye(ClientGoodbye)
+    case requestFormat(ClientRequestFormat)
     case other(type: String)
 
     private struct Kind: Decodable { let type: String }
@@ -158,6 +196,7 @@ public enum SendspinClientMessage: Sendable {
         case "client/state": return .state(try payload(ClientState.self))
         case "client/command": return .command(try payload(ClientCommand.self))
         case "client/goodbye": return .goodbye(try payload(ClientGoodbye.self))
+        case "stream/request-format": return .requestFormat(try payload(ClientRequestFormat.self))
         default: return .other(type: String(untrustedType: type))
         }
     }

@@ -96,6 +96,8 @@ public enum SendspinServerMessage: Equatable, Sendable {
     case activate(activeRoles: [String])
     case time(clientTransmitted: Int64, serverReceived: Int64)
     case streamStart(SendspinAudioFormat, codecHeader: [UInt8]?)
+    /// stream/start for the artwork role: what each channel carries.
+    case artworkStart([SendspinArtworkChannel])
     case streamClear
     case streamEnd
     case groupUpdate(SendspinPlaybackState, groupID: String, groupName: String)
@@ -108,7 +110,7 @@ public enum SendspinServerMessage: Equatable, Sendable {
         case .hello, .encryptedHello: "server/hello"
         case .activate: "server/activate"
         case .time: "server/time"
-        case .streamStart: "stream/start"
+        case .streamStart, .artworkStart: "stream/start"
         case .streamClear: "stream/clear"
         case .streamEnd: "stream/end"
         case .groupUpdate: "group/update"
@@ -130,6 +132,8 @@ public enum SendspinServerMessage: Equatable, Sendable {
             return envelope(["client_transmitted": clientTransmitted, "server_received": serverReceived, "server_transmitted": now])
         case let .streamStart(format, codecHeader):
             return envelope(StreamStart(serverTransmitted: now, player: .init(format: format, codecHeader: codecHeader.map { Data($0).base64EncodedString() })))
+        case let .artworkStart(channels):
+            return envelope(ArtworkStart(serverTransmitted: now, artwork: .init(channels: channels)))
         case .streamClear:
             return envelope(StreamClear(serverTransmitted: now, roles: ["player"]))
         case .streamEnd:
@@ -200,6 +204,12 @@ private struct StreamStart: Encodable {
     }
     let serverTransmitted: Int64
     let player: Player
+}
+
+private struct ArtworkStart: Encodable {
+    struct Artwork: Encodable { let channels: [SendspinArtworkChannel] }
+    let serverTransmitted: Int64
+    let artwork: Artwork
 }
 
 private struct StreamClear: Encodable {

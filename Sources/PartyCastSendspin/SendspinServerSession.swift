@@ -10,6 +10,8 @@ public struct SendspinPeer: Equatable, Sendable {
     public let format: SendspinAudioFormat?
     /// Bytes of not-yet-played audio the player can hold.
     public let bufferCapacity: Int
+    /// The artwork channels its hello asked for (the spec's; aiosendspin 10's come in client/state).
+    public let artworkChannels: [SendspinArtworkChannel]
 
     public func has(_ family: String) -> Bool { activeRoles.contains { $0.hasPrefix(family + "@") } }
 }
@@ -49,6 +51,8 @@ public struct SendspinServerSession: Sendable {
         /// The client is (or no longer is) available to play, e.g. taken by another source.
         case available(Bool)
         case control(SendspinControl)
+        /// The artwork client's channels are now these.
+        case artworkChannels([SendspinArtworkChannel])
         /// End the connection, for this reason (one line, for the log).
         case close(String)
     }
@@ -56,7 +60,7 @@ public struct SendspinServerSession: Sendable {
     private enum Phase { case awaitingHello, joined(SendspinPeer), ended }
 
     /// The roles this server implements, by family, in the versions it knows.
-    static let implementedRoles = ["player@v1", "metadata@v1", "controller@v1"]
+    static let implementedRoles = ["player@v1", "metadata@v1", "controller@v1", "artwork@v1"]
 
     public let serverID: String
     public let serverName: String
@@ -73,6 +77,8 @@ public struct SendspinServerSession: Sendable {
     public private(set) var skippedMessages = 0
     /// The server/command player commands the player said it accepts (its latest client/state).
     public private(set) var playerCommands: Set<String> = []
+    /// An artwork client's channels as they stand (its hello's, its client/state's, its requests').
+    public private(set) var artworkChannels: [SendspinArtworkChannel] = []
 
     public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
                 limits: Limits = Limits()) {
@@ -117,6 +123,8 @@ public struct SendspinServerSession: Sendable {
             return apply(state, from: peer)
         case (.joined(let peer), .command(let command)):
             return apply(command, from: peer)
+        case (.joined(let peer), .requestFormat(let request)):
+            return apply(request, from: peer)
         case (.joined, .goodbye(let goodbye)):
             return end("it said goodbye (\(String(untrustedType: goodbye.reason ?? "no reason")))")
         case (.joined, .other):
@@ -154,20 +162,27 @@ public struct SendspinServerSession: Sendable {
             clientID = String(untrusted: sent, limit: 200)
         }
         var format: SendspinAudioFormat?
+        var artworkChannels: [SendspinArtworkChannel] = []
         var roles: [String] = []
-        for family in ["player", "metadata", "controller"] {
+        for family in ["player", "metadata", "controller", "artwork"] {
             guard let role = hello.supportedRoles.first(where: { $0.hasPrefix(family + "@") && Self.implementedRoles.contains($0) }) else { continue }
             if family == "player" {
                 guard let support = hello.playerSupport, support.bufferCapacity > 0,
                       let chosen = Self.chooseFormat(from: support.supportedFormats, encodable: encodable, partyFormat: partyFormat) else { continue }
                 format = chosen
             }
+            // The spec's channels in the hello must be 1–4 valid ones; aiosendspin 10's come later, in client/state.
+            if family == "artwork", let listed = hello.artworkSupport?.channels {
+                guard let checked = SendspinArtworkChannel.checked(listed) else { continue }
+                artworkChannels = checked
+            }
             roles.append(role)
         }
         guard !roles.isEmpty else { return end("it asked for no role this server plays (or no format it can encode)") }
         let peer = SendspinPeer(clientID: clientID, name: String(untrusted: hello.name, limit: 60), activeRoles: roles,
-                                format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0))
+                                format: format, bufferCapacity: max(0, hello.playerSupport?.bufferCapacity ?? 0), artworkChannels: artworkChannels)
         phase = .joined(peer)
+        self.artworkChannels = artworkChannels
         let reply: SendspinServerMessage = transport == .plain
             ? .hello(serverID: serverID, name: serverName, activeRoles: roles)
             : .activate(activeRoles: roles)
@@ -187,7 +202,34 @@ public struct SendspinServerSession: Sendable {
             if let commands = player.supportedCommands { playerCommands = Set(commands.prefix(16).map { String(untrustedType: $0) }) }
             actions.append(.playerState(volume: player.volume, muted: player.muted, outputDelayMs: player.outputDelayMs))
         }
+        if let artwork = state.artwork {
+            guard peer.has("artwork") else { return bad("artwork channels from a client without the artwork role") }
+            guard let checked = SendspinArtworkChannel.checked(artwork.channels) else { return bad("artwork channels out of range") }
+            artworkChannels = checked
+            actions.append(.artworkChannels(checked))
+        }
         return actions
+    }
+
+    /// The spec's way to change one artwork channel: answered, as the spec asks, by stream/start and
+    /// the picture (the connection does both on `.artworkChannels`).
+    private mutating func apply(_ request: ClientRequestFormat, from peer: SendspinPeer) -> [Action] {
+        guard let change = request.artwork else {
+            skippedMessages += 1
+            return []
+        }
+        guard peer.has("artwork") else { return bad("an artwork format request from a client without the artwork role") }
+        guard artworkChannels.indices.contains(change.channel) else { return bad("an artwork format request for channel \(change.channel), which it did not declare") }
+        var channels = artworkChannels
+        var channel = channels[change.channel]
+        if let source = change.source { channel.source = source }
+        if let format = change.format { channel.format = format }
+        if let width = change.width { channel.width = width }
+        if let height = change.height { channel.height = height }
+        channels[change.channel] = channel
+        guard let checked = SendspinArtworkChannel.checked(channels) else { return bad("an artwork format request out of range") }
+        artworkChannels = checked
+        return [.artworkChannels(checked)]
     }
 
     private mutating func apply(_ command: ClientCommand, from peer: SendspinPeer) -> [Action] {

@@ -10,40 +10,6 @@ import PartyCastNetwork
 import PartyCastSendspin
 import PartyCastWire
 
-/// Where a Sendspin server listens: `ws://HOST[:PORT][/PATH]` (the spec's path is /sendspin).
-public struct SendspinURL: Sendable, Equatable, CustomStringConvertible {
-    public let host: String
-    public let port: Int
-    public let path: String
-
-    public init(parsing text: String) throws(PartyCastError) {
-        guard text.hasPrefix("ws://") else { throw PartyCastError(.invalidArgument, "--sendspin takes ws://HOST:PORT/sendspin (wss:// is not supported)") }
-        let rest = text.dropFirst(5)
-        let authority = rest.prefix { $0 != "/" }
-        let path = rest.dropFirst(authority.count)
-        // [v6]:port or host:port or host.
-        var host = String(authority), port = 8927
-        if let close = authority.lastIndex(of: "]"), authority.hasPrefix("[") {
-            host = String(authority[authority.index(after: authority.startIndex)..<close])
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { throw PartyCastError(.invalidArgument, "--sendspin: bad port in \(text)") }
-                port = number
-            }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = String(authority[..<colon])
-            guard let number = Int(authority[authority.index(after: colon)...]) else { throw PartyCastError(.invalidArgument, "--sendspin: bad port in \(text)") }
-            port = number
-        }
-        guard !host.isEmpty, (1...65535).contains(port) else { throw PartyCastError(.invalidArgument, "--sendspin takes ws://HOST:PORT/sendspin") }
-        self.host = host
-        self.port = port
-        self.path = path.isEmpty ? "/sendspin" : String(path)
-    }
-
-    public var description: String { "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path)" }
-}
-
 /// What the connection hands the player's producer thread, in the order it came.
 enum SendspinEvent: Sendable {
     case joined(serverName: String)
@@ -134,7 +100,7 @@ final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
+        headers.add(name: "Host", value: url.authority)
         headers.add(name: "Content-Length", value: "0")
         context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: url.path, headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)

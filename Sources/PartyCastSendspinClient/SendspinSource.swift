@@ -59,6 +59,8 @@ public final class SendspinSource: ScheduledPCMSource {
     private var timeline: SendspinTimeline
     private var heardAudio = false
     private var reconnection = Reconnection()
+    /// Why this side closed the connection, for the line its end brings.
+    private var dropped: String?
 
     public var format: AudioFormat? { timeline.hasStream ? SendspinTimeline.format : nil }
     public var tags: TrackTags { TrackTags() }
@@ -126,7 +128,8 @@ public final class SendspinSource: ScheduledPCMSource {
             timeline.clearProduced()
             control.connection.withLockedValue { $0 = nil }
             if (timeline.ended && options.once) || control.isCancelled { return false }
-            logger.warning("lost the Sendspin server (\(reason)); reconnecting")
+            logger.warning("lost the Sendspin server (\(dropped ?? reason)); reconnecting")
+            dropped = nil
             let heard = heardAudio
             heardAudio = false
             try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
@@ -134,7 +137,15 @@ public final class SendspinSource: ScheduledPCMSource {
             }
             return true
         case .message(let event, _):
-            try timeline.apply(event, into: &buffer)
+            do throws(PartyCastError) {
+                try timeline.apply(event, into: &buffer)
+            } catch {
+                // A stream this listener cannot decode (a bad FLAC header, say): a new connection may
+                // bring a good one, so the connection goes and its end says why.
+                dropped = dropped ?? error.message
+                control.connection.withLockedValue { $0?.close() }
+                return true
+            }
             switch event {
             case .audio: heardAudio = true
             case .joined(let name): logger.info("joined the Sendspin server \"\(String(untrusted: name, limit: 60))\"")

@@ -71,8 +71,13 @@ struct SendspinTimeline {
             serverName = name
         case .streamStart(let started):
             ended = false
-            // The same stream restarted (a new song in the same format) keeps its decoder's state.
-            if started != stream || decoder == nil { decoder = try Self.decoder(for: started) }
+            // The same stream restarted (a new song in the same format) keeps its decoder's state;
+            // another format (or header) takes a new one. One that cannot be decoded leaves none:
+            // its chunks are dropped, not fed to the old stream's decoder, and the error says why.
+            if started != stream || decoder == nil {
+                (decoder, stream) = (nil, nil)
+                decoder = try Self.decoder(for: started)
+            }
             stream = started
         case .streamClear:
             // What is buffered and not yet heard goes; the next chunk places itself by its timestamp.

@@ -29,7 +29,20 @@ struct SendspinConnection {
     /// every chunk's presentation time is counted too.
     static func nowMicroseconds() -> Int64 { Int64(clamping: monotonicNanoseconds() / 1000) }
 
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+    /// How a connection ended, for a dialler deciding whether and when to dial again.
+    enum Ending: Sendable {
+        /// The party is over: its last chunk and stream/end went out.
+        case broadcastOver
+        /// It played the party for a while.
+        case played
+        /// It never joined as a player.
+        case didNotPlay
+        /// It came before the party's first song opened, and was told to come back.
+        case tooEarly
+    }
+
+    @discardableResult
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws -> Ending {
         var messages = inbound.messages(maxSize: Self.maxMessageBytes).makeAsyncIterator()
         let deadline = Task {
             try await Task.sleep(for: Self.helloDeadline)
@@ -37,7 +50,7 @@ struct SendspinConnection {
             try await outbound.close(.policyViolation, reason: "no hello in time")
         }
         defer { deadline.cancel() }
-        guard case .text(let first)? = try await messages.next() else { return }
+        guard case .text(let first)? = try await messages.next() else { return .didNotPlay }
         var handshake = SendspinHandshake(serverKey: shared.serverKey)
         var step = handshake.receive(text: Array(first.utf8))
         var channel: SendspinSecureChannel?
@@ -55,7 +68,7 @@ struct SendspinConnection {
                 break opening
             case .reply(let frames):
                 for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
-                guard case .text(let next)? = try await messages.next() else { return }
+                guard case .text(let next)? = try await messages.next() else { return .didNotPlay }
                 step = handshake.receive(text: Array(next.utf8))
             case .established(let clientID, let secure):
                 channel = secure
@@ -65,30 +78,32 @@ struct SendspinConnection {
                 shared.fanout.refusals.refuse(.badData, "refused Sendspin client \(address): \(reason)")
                 if let reply { try await outbound.write(.text(String(decoding: reply, as: UTF8.self))) }
                 try await outbound.close(.policyViolation, reason: "handshake refused")
-                return
+                return .didNotPlay
             }
         }
         guard format != nil else {
             // The first source sets the party's format within moments of the start.
             shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
             try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
-            return
+            return .tooEarly
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)
-        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers)
+        let writer = SendspinWriter(outbound: outbound, channel: channel.map { LockedValueBox($0) }, clockAnswers: outlet.clockAnswers,
+                                    artwork: outlet.artwork)
         let player = Player()
         defer {
             continuation.finish()
             if let id = player.fanoutID.withLockedValue({ $0 }) { shared.fanout.leave(id) }
         }
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 let ended = try await writer.drain(stream, format: { player.format.withLockedValue { $0 } })
                 if outlet.overflowed.load(ordering: .relaxed) {
                     shared.fanout.refusals.refuse(.slowReader, "cut off Sendspin player \(address): it fell behind the party")
                     try await outbound.close(.policyViolation, reason: "fell behind")
                 } else if ended {
+                    player.broadcastOver.withLockedValue { $0 = true }
                     try await outbound.close(.normalClosure, reason: "the broadcast is over")
                 }
             }
@@ -99,7 +114,7 @@ struct SendspinConnection {
                 for action in actions {
                     guard try await carryOut(action, session: session, outlet: outlet, player: player, outbound: outbound) else {
                         tasks.cancelAll()
-                        return
+                        return player.ending
                     }
                 }
                 if session.peer != nil { deadline.cancel() }
@@ -124,6 +139,8 @@ struct SendspinConnection {
                 }
             }
             tasks.cancelAll()
+            // The writer says the broadcast is over before it closes, which is what ended the messages.
+            return player.ending
         }
     }
 
@@ -139,6 +156,10 @@ struct SendspinConnection {
             let state = SendspinPartyState(shared.party.snapshot)
             if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
+            if peer.has("artwork") {
+                player.artworkChannels.withLockedValue { $0 = peer.artworkChannels }
+                showArtwork(peer.artworkChannels, of: state.song, on: outlet)
+            }
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -156,6 +177,10 @@ struct SendspinConnection {
         case .playerState(let volume, let muted, let delay):
             outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
+        case .artworkChannels(let channels):
+            // Every client/state carries them: only a change is shown again (a cover is up to 4 MiB to copy).
+            guard player.artworkChannels.withLockedValue({ old in defer { old = channels }; return old != channels }) else { return true }
+            showArtwork(channels, of: SendspinPartyState(shared.party.snapshot).song, on: outlet)
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
         case .control(let control):
@@ -173,6 +198,24 @@ struct SendspinConnection {
             return false
         }
         return true
+    }
+
+    /// Shows `song`'s cover on an artwork client's album channels (the party has no artist
+    /// pictures: those are cleared, as is an album channel when the song has no cover it can send).
+    private func showArtwork(_ channels: [SendspinArtworkChannel], of song: PartySnapshot.Item?, on outlet: SendspinOutlet) {
+        guard !channels.isEmpty else { return }
+        let cover = song.flatMap { shared.party.cover(item: $0.id) }
+        let picture = cover.flatMap { SendspinPicture($0.bytes) }
+        if let song, let cover, picture == nil {
+            shared.logger.debug("the cover of \"\(song.title)\" (\(cover.mimeType), \(cover.bytes.count) bytes) is not PNG, JPEG or BMP within \(SendspinPicture.maxBytes) bytes: not sent")
+        }
+        let carried = channels.map { channel in
+            channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+        }
+        let images = channels.indices.filter { channels[$0].source != "none" }.map { index in
+            (channel: index, bytes: channels[index].source == "album" ? picture?.bytes ?? [] : [])
+        }
+        outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
     }
 
     /// What a Sendspin controller's command means to the party.
@@ -193,19 +236,32 @@ struct SendspinConnection {
         let fanoutID = LockedValueBox<Int?>(nil)
         /// Its active roles, once it joined.
         let roles = LockedValueBox<[String]>([])
+        /// The artwork channels it asked for, if an artwork client.
+        let artworkChannels = LockedValueBox<[SendspinArtworkChannel]>([])
+        /// Its stream ended with the broadcast.
+        let broadcastOver = LockedValueBox(false)
+
+        var ending: Ending {
+            if broadcastOver.withLockedValue({ $0 }) { return .broadcastOver }
+            return fanoutID.withLockedValue { $0 } == nil ? .didNotPlay : .played
+        }
     }
 
-    /// Tells a client with the metadata or controller role what changes of the party, until the
+    /// Tells a client with the metadata, controller or artwork role what changes of the party, until the
     /// connection ends (the task is cancelled).
     private func followParty(_ player: Player, outlet: SendspinOutlet) async {
         var told: SendspinPartyState?
         for await snapshot in shared.party.snapshots() {
             let roles = player.roles.withLockedValue { $0 }
-            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1")
-            guard metadata || controller else { continue }
+            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1"), artwork = roles.contains("artwork@v1")
+            guard metadata || controller || artwork else { continue }
             let state = SendspinPartyState(snapshot)
             if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
+            // The join showed the song of then; from here, each new one's.
+            if artwork, let told, told.song?.id != state.song?.id {
+                showArtwork(player.artworkChannels.withLockedValue { $0 }, of: state.song, on: outlet)
+            }
             told = state
         }
     }

@@ -17,7 +17,25 @@ final class SendspinOutlet: PCMOutlet {
         case gain(Float, at: UInt64, rampFrames: Int)
         /// `clockAnswers` has some: they go before the next chunk.
         case clockAnswers
+        /// `artwork` has a picture to show.
+        case artwork
         case end
+    }
+
+    /// What an artwork client is to show: stream/start's description of its channels, then each
+    /// channel's image (empty: cleared), shown at `timestamp` (server clock, µs).
+    struct Artwork: Sendable {
+        let start: SendspinServerMessage
+        let images: [(channel: Int, bytes: [UInt8])]
+        let timestamp: Int64
+    }
+
+    /// The artwork not yet written, at most one: a newer one replaces it, so a client that changes
+    /// its channels as fast as it can holds one picture here, not a queue of them.
+    let artwork = LockedValueBox<Artwork?>(nil)
+
+    func show(_ picture: Artwork) {
+        if artwork.withLockedValue({ pending in defer { pending = picture }; return pending == nil }) { push(.artwork) }
     }
 
     /// Clock answers waiting, at most `maxClockAnswers`: they go before audio not yet written (a
@@ -94,6 +112,7 @@ struct SendspinWriter: Sendable {
     let outbound: WebSocketOutboundWriter
     let channel: LockedValueBox<SendspinSecureChannel>?
     let clockAnswers: LockedValueBox<[SendspinServerMessage]>
+    let artwork: LockedValueBox<SendspinOutlet.Artwork?>
 
     /// Writes until the queue ends; true when it ended with the broadcast.
     func drain(_ stream: AsyncStream<SendspinOutlet.Item>, format: @Sendable () -> SendspinAudioFormat?) async throws -> Bool {
@@ -111,6 +130,8 @@ struct SendspinWriter: Sendable {
                 curve.set(value, atFrame: Int(clamping: position), rampFrames: rampFrames)
             case .clockAnswers:
                 try await sendClockAnswers()
+            case .artwork:
+                try await sendArtwork()
             case .end:
                 try await send(text: SendspinServerMessage.streamEnd.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
                 return true
@@ -137,6 +158,18 @@ struct SendspinWriter: Sendable {
     private func sendClockAnswers() async throws {
         for answer in clockAnswers.withLockedValue({ answers in defer { answers = [] }; return answers }) {
             try await send(text: answer.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
+        }
+    }
+
+    private func sendArtwork() async throws {
+        guard let picture = artwork.withLockedValue({ pending in defer { pending = nil }; return pending }) else { return }
+        try await send(text: picture.start.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
+        // An encrypted connection's messages are Noise messages of 64 KiB at most: aiosendspin 10's framing.
+        let framing: SendspinFrame.ArtworkFraming = channel == nil ? .spec : .announced
+        for (index, image) in picture.images {
+            for message in SendspinFrame.artwork(channel: index, timestamp: picture.timestamp, image: image, framing: framing) {
+                try await send(binary: message)
+            }
         }
     }
 

@@ -30,6 +30,9 @@ public final class SendspinServer: Service, Sendable {
     /// Its Sendspin server id (its Noise key).
     public let serverID: String
     private let application: BoundApplication
+    /// What its connections share: the party, the fanout and its identity (a dialled player's too).
+    private let shared: SendspinConnection.Shared
+    private let group: any EventLoopGroup
 
     /// Returns once bound, so a busy port is an error here rather than a log line later.
     /// - Parameter group: the process's event loops (its one group).
@@ -39,6 +42,8 @@ public final class SendspinServer: Service, Sendable {
         let guarded = ControlConnections(refusals: fanout.refusals, label: "Sendspin", perAddress: Self.maxConnectionsPerAddress, total: Self.maxConnections,
                                          overCap: .connectionsTotal, silent: .silentPeer)
         let context = SendspinConnection.Shared(party: party, fanout: fanout, serverKey: key, serverName: name, logger: logger)
+        shared = context
+        self.group = group
         let router = Router(context: WebSocketPeerContext.self)
         router.ws(RouterPath(stringLiteral: String(Self.path.dropFirst()))) { inbound, outbound, request in
             let address = request.requestContext.remoteAddress?.ipAddress ?? "?"
@@ -67,6 +72,11 @@ public final class SendspinServer: Service, Sendable {
             throw PartyCastError(.io, "cannot serve Sendspin on \(host):\(port): \(BoundApplication.describe(error)) (choose another with --sendspin-port, or --no-sendspin)")
         }
         serverID = SendspinHandshake(serverKey: key).serverID
+    }
+
+    /// A dialler of `players` that wait for servers, as this server: its identity and its party.
+    public func dialler(for players: [SendspinURL]) -> SendspinDialler {
+        SendspinDialler(players: players, shared: shared, group: group)
     }
 
     /// Serves until the process's graceful shutdown (or cancellation), then stops.

@@ -12,6 +12,7 @@ import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry
 import PartyCastDiscovery
+import PartyCastSendspin
 import PartyCastSendspinServer
 import PartyCastWire
 import ServiceLifecycle
@@ -80,6 +81,14 @@ struct Share: AsyncParsableCommand {
     @Flag(name: .customLong("sendspin"), help: "Serve Sendspin players at a private party too: they join without the party key.")
     var sendspin = false
 
+    @Option(name: .customLong("sendspin-player"), help: ArgumentHelp(
+        "Dial a Sendspin player that waits for servers (`sendspin daemon` without --url) and play the party on it, dialling again whenever it goes away; repeatable (port 8928 unless given).",
+        valueName: "ws://HOST[:PORT]/sendspin"))
+    var sendspinPlayers: [String] = []
+
+    /// Players dialled at once, at most: each holds a connection and a few seconds of audio.
+    static let maxDialledPlayers = 16
+
     @OptionGroup var key: PartyKeyOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -94,6 +103,17 @@ struct Share: AsyncParsableCommand {
         guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
         guard !(sendspin && noSendspin) else { throw ValidationError("--sendspin and --no-sendspin contradict each other") }
         guard (0...65535).contains(sendspinPort ?? 0) else { throw ValidationError("--sendspin-port must be 0…65535") }
+        _ = try dialledPlayers()
+        guard sendspinPlayers.isEmpty || !noSendspin else { throw ValidationError("--sendspin-player plays the party over Sendspin, which --no-sendspin turns off") }
+    }
+
+    private func dialledPlayers() throws -> [SendspinURL] {
+        guard sendspinPlayers.count <= Self.maxDialledPlayers else { throw ValidationError("--sendspin-player: at most \(Self.maxDialledPlayers) players") }
+        return try sendspinPlayers.map { text in
+            do throws(PartyCastError) { return try SendspinURL(parsing: text, defaultPort: SendspinURL.playerPort) } catch {
+                throw ValidationError("--sendspin-player: \(error.message)")
+            }
+        }
     }
 
     func run() async throws {
@@ -136,6 +156,10 @@ struct Share: AsyncParsableCommand {
         // The remote control drives the party's command queue, as the keys below do.
         let remote = try await remoteControl(party: party, streamPort: server.port, key: partyKey, refusals: fanout.refusals, logger: logger)
         let sendspinServer = try await sendspinServer(party: party, fanout: fanout, name: options.name, private: partyKey != nil, group: group, logger: logger)
+        let dialledPlayers = try dialledPlayers()
+        guard dialledPlayers.isEmpty || sendspinServer != nil else {
+            throw PartyCastError(.invalidArgument, "--sendspin-player: Sendspin is off at this party (see above)")
+        }
         var publisher: ServicePublisher?
         let txt = ["proto": "\(partyCastProtocolVersion)", "codec": codec, "id": String(party.sessionID, radix: 16)]
             .merging(partyKey == nil ? [:] : ["key": "required"]) { $1 }
@@ -214,7 +238,10 @@ struct Share: AsyncParsableCommand {
         }
         // Shut down in the reverse of this order: the pacer (and its goodbyes) first, the servers last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: server), .init(service: remote)]
-        if let sendspinServer { services.append(.init(service: sendspinServer)) }
+        if let sendspinServer {
+            services.append(.init(service: sendspinServer))
+            if !dialledPlayers.isEmpty { services.append(.init(service: sendspinServer.dialler(for: dialledPlayers))) }
+        }
         services.append(.init(service: HeldUntilShutdown { advertised?.stop(); sendspinAdvertised?.stop() }))
         services.append(.init(service: HeldUntilShutdown { keys?.finish() }))
         if Console.isTerminal {

@@ -7,6 +7,7 @@ import PartyCastDiscovery
 import PartyCastNetwork
 import PartyCastOutput
 import PartyCastPlayer
+import PartyCastSendspin
 import PartyCastSendspinClient
 import Synchronization
 #if canImport(Glibc)
@@ -119,7 +120,7 @@ struct Join: ParsableCommand {
     func validate() throws {
         if simulateClock != nil { _ = try simulatedClock() }
         if let sendspin {
-            do { _ = try SendspinURL(parsing: sendspin) } catch { throw ValidationError(error.message) }
+            do { _ = try SendspinURL(parsing: sendspin) } catch { throw ValidationError("--sendspin: \(error.message)") }
             // An empty NAME is none: the packaged service passes its PARTYCAST_PARTY, empty or not.
             guard host == nil, name?.isEmpty ?? true else { throw ValidationError("--sendspin names the server: no NAME or --host with it") }
         }
@@ -213,7 +214,7 @@ struct Join: ParsableCommand {
     /// A Sendspin server's group, as one more of its players.
     private func sendspinParty(URL text: String, clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
         let url: SendspinURL
-        do { url = try SendspinURL(parsing: text) } catch { throw ValidationError(error.message) }
+        do { url = try SendspinURL(parsing: text) } catch { throw ValidationError("--sendspin: \(error.message)") }
         guard try key.key == nil else { throw ValidationError("--key is a PartyCast party's secret: a Sendspin server asks for none") }
         var options = SendspinSource.Options(url: url, playerName: listenerName ?? localHostName())
         options.once = once

@@ -15,17 +15,6 @@ final class SendspinListenerTests: XCTestCase {
         (listener, skewTool) = ("\(bin)/listener", "\(bin)/partycast-skew")
     }
 
-    /// A namespace with only its own loopback, removed when the test ends.
-    func isolatedLoopback() throws -> String {
-        let name = "pc-sendspin-\(getpid())"
-        _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name])  // a crashed run's leftover of this PID
-        let added = try runProcess("/usr/sbin/ip", ["netns", "add", name])
-        guard added.status == 0 else { throw XCTSkip("no network namespaces here: \(added.stderr)") }
-        addTeardownBlock { _ = try? runProcess("/usr/sbin/ip", ["netns", "del", name]) }
-        XCTAssertEqual(try runProcess("/usr/sbin/ip", ["netns", "exec", name, "ip", "link", "set", "lo", "up"]).status, 0)
-        return name
-    }
-
     func bytesRecorded(_ path: String) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
@@ -113,5 +102,39 @@ final class SendspinListenerTests: XCTestCase {
             // The bar for two PartyCast listeners on one Sendspin server.
             XCTAssertLessThanOrEqual(summary.p99Microseconds ?? .infinity, 200, "\(summary.name): \(measured.stdout) (points in \(directory)/skew.csv)")
         }
+    }
+
+    /// A server whose stream cannot be decoded (a FLAC header that is no FLAC) costs the listener its
+    /// connection, with one line each time, not its life: it connects again, backing off, and plays
+    /// the stream a later connection brings. The server is aiosendspin's handshake on aiohttp, on
+    /// 127.0.0.1 (it advertises nothing).
+    func testAnUndecodableStreamMakesTheListenerReconnectAndPlayTheNextOne() throws {
+        let python = testDriver("python")
+        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
+            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
+        }
+        let directory = try temporaryDirectory()
+        let port = freePort()
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/bad_header_server.py").path
+        let server = try startProcess(python, [script, "\(port)"])
+        defer { server.signal(SIGTERM) }
+        XCTAssertTrue(waitForPort(port, timeout: 30), server.stderr)
+        let recording = "\(directory)/tone.wav"
+        let joined = try startProcess(listener, ["join", "--sendspin", "ws://127.0.0.1:\(port)/sendspin", "--output", "wav:\(recording)", "--quiet"])
+        defer { joined.signal(SIGTERM) }
+        // A second of the tone, Float32 stereo.
+        XCTAssertTrue(waitUntil(timeout: 60) { bytesRecorded(recording) >= 8 * 48000 || !joined.isRunning }, joined.stderr + server.stderr)
+        joined.signal(SIGINT)
+        let result = joined.wait(timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let lost = result.stderr.split(separator: "\n").filter { $0.contains("lost the Sendspin server (") }
+        XCTAssertEqual(lost.count, 2, result.stderr)
+        XCTAssertTrue(lost.allSatisfy { $0.contains("FLAC") }, result.stderr)
+        let audio = try readAudio(recording)
+        let left = stride(from: 0, to: audio.samples.count, by: audio.channels).map { Double(audio.samples[$0]) }.suffix(24_000)
+        // The tone: amplitude 8000/32768 (RMS 0.173), 440 Hz (880 zero crossings a second).
+        XCTAssertEqual((left.map { $0 * $0 }.reduce(0, +) / Double(left.count)).squareRoot(), 8000 / 32768 / 2.0.squareRoot(), accuracy: 0.01)
+        let crossings = zip(left, left.dropFirst()).filter { ($0 < 0) != ($1 < 0) }.count
+        XCTAssertEqual(Double(crossings), 440, accuracy: 4, "zero crossings in half a second")
     }
 }

@@ -2,104 +2,25 @@ import Foundation
 import PartyCastTestSupport
 import XCTest
 
-/// The reference Sendspin player, `sendspin daemon` (PyPI, pinned in scripts/test-requirements.txt),
-/// joins `broadcaster share` at its Sendspin port and plays the party to an ALSA device: alsa-lib's
-/// `file` plugin writing into a FIFO that `PacedCard` drains in real time, as a sound card would.
+/// The reference Sendspin player (`ReferencePlayer`, `sendspin daemon`) joins `broadcaster share` at
+/// its Sendspin port and plays the party; players of the spec's plain dialect get its messages.
 final class SendspinPlayerTests: XCTestCase {
-    /// A sound card on a FIFO: from the first frame on, every 10 ms it takes 10 ms of 48 kHz stereo
-    /// int16 frames, or plays silence for what is not there yet (an underrun), never faster: the
-    /// player's clock sync needs a device that drains in real time. alsa-lib's `null` device, under
-    /// the `file` plugin, would take everything at once.
-    final class PacedCard: @unchecked Sendable {
-        // @unchecked: `recorded` and `stopping` are touched under `lock` only; the rest is immutable.
-        static let bytesPerTick = 48000 * 4 / 100
-        private let fd: Int32
-        private let lock = NSLock()
-        private var recorded = Data()
-        private var stopping = false
-        private let finished = DispatchSemaphore(value: 0)
-
-        init(fifo path: String) throws {
-            guard mkfifo(path, 0o600) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            // Opened for writing too, so the player's opening and closing the device while it probes
-            // it is no end of file; non-blocking, so an empty pipe is an underrun, not a wait.
-            fd = open(path, O_RDWR | O_NONBLOCK)
-            guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            Thread.detachNewThread { [self] in run() }
-        }
-
-        private func run() {
-            var tick = [UInt8](repeating: 0, count: Self.bytesPerTick)
-            var start: Int64?
-            var ticks: Int64 = 0
-            while !lock.withLock({ stopping }) {
-                let got = max(0, read(fd, &tick, tick.count))
-                if start == nil && got == 0 {
-                    letTimePass(0.001)  // the card is not playing yet
-                    continue
-                }
-                if start == nil { start = monotonicNow() }
-                for index in got..<tick.count { tick[index] = 0 }
-                lock.withLock { recorded.append(contentsOf: tick) }
-                ticks += 1
-                let due = start! + ticks * 10_000_000
-                let now = monotonicNow()
-                if due > now { letTimePass(Double(due - now) / 1e9) }
-            }
-            close(fd)
-            finished.signal()
-        }
-
-        /// Stops the card and returns its left channel.
-        func stop() -> [Float] {
-            lock.withLock { stopping = true }
-            finished.wait()
-            return lock.withLock {
-                recorded.withUnsafeBytes { raw in stride(from: 0, to: raw.count / 2, by: 2).map { Float(raw.load(fromByteOffset: $0 * 2, as: Int16.self)) / 32768 } }
-            }
-        }
-    }
-
     func testSendspinDaemonJoinsThePartyAndPlaysTheSong() throws {
-        let sendspin = testDriver("sendspin")
-        guard FileManager.default.isExecutableFile(atPath: sendspin) else { throw XCTSkip("no sendspin in the tests' venv: run `make deps`") }
         let directory = try temporaryDirectory()
         let song = try fixture("pcm16.wav")
-        let card = try PacedCard(fifo: directory + "/card.fifo")
-        let config = directory + "/asound.conf"
-        try #"pcm.partycast_card { type file; slave.pcm "null"; file "\#(directory)/card.fifo"; format "raw" }"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
         let sendspinPort = freePort()
         // Long enough a start for the player to come up (Python, the device probe) before the song does.
         let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
                                                                         "--sendspin-port", "\(sendspinPort)", "--start-in", "8", song])
         defer { broadcaster.signal(SIGTERM) }
         XCTAssertTrue(waitForPort(sendspinPort, timeout: 30), broadcaster.stderr)
-        // HOME too: sendspin keeps its settings and identity there, and alsa-lib reads ~/.asoundrc.
-        let player = try startProcess(sendspin, ["daemon", "--url", "ws://127.0.0.1:\(sendspinPort)/sendspin", "--name", "reference-player",
-                                                 "--audio-device", "partycast_card", "--audio-format", "pcm:48000:16:2", "--hardware-volume", "false",
-                                                 "--disable-mpris", "--settings-dir", directory + "/sendspin"],
-                                      environment: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + config, "HOME": directory])
-        defer { player.signal(SIGTERM) }
+        let player = try ReferencePlayer(in: directory, connection: ["--url", "ws://127.0.0.1:\(sendspinPort)/sendspin"])
+        defer { player.process.signal(SIGTERM) }
         XCTAssertTrue(broadcaster.waitForStderr("Sendspin player reference-player@127.0.0.1 joined (pcm 48000 Hz, 16 bit)", timeout: 60),
-                      broadcaster.stderr + player.stderr)
+                      broadcaster.stderr + player.process.stderr)
         let shared = broadcaster.wait(timeout: 90)
         XCTAssertEqual(shared.status, 0, shared.stderr)
-        player.signal(SIGTERM)
-        _ = player.wait(timeout: 30)
-        let recording = card.stop()
-
-        let reference = directory + "/reference.wav"
-        try runProcess("sox", [song, "-r", "48000", "-e", "floating-point", "-b", "32", reference])
-        let source = try readAudio(reference)
-        let left = channel(0, of: source.samples, channels: source.channels)
-        let windows = AlignedWindows(reference: left, recording: recording, windowFrames: 24_000)
-        let heard = windows.filter { $0.correlation >= 0.95 }
-        // The player joins before the song starts; its clock sync may still cut a little at the start.
-        XCTAssertGreaterThanOrEqual(heard.count, windows.count * 3 / 4, "windows heard: \(windows.map { String(format: "%.2f", $0.correlation) })")
-        XCTAssertGreaterThanOrEqual(heard.map(\.correlation).sorted()[heard.count / 2], 0.99)
-        XCTAssertGreaterThanOrEqual(heard.map(\.snr).sorted()[heard.count / 2], 15, "the player plays the song itself, at the party's volume")
-        XCTAssertEqual(heard.map(\.gain).sorted()[heard.count / 2], 1, accuracy: 0.1, "the party set the player's volume to 100")
+        try player.assertPlayed(song, in: directory)
     }
 
     /// Sendspin players cannot prove a party key: at a private party the Sendspin port stays closed
@@ -195,5 +116,48 @@ final class SendspinPlayerTests: XCTestCase {
         let timestamps = frames.compactMap { $0["timestamp"] }
         XCTAssertEqual(Set(zip(timestamps, timestamps.dropFirst()).map { $1 - $0 }), [20_000])
         XCTAssertGreaterThan(timestamps[0], received - 2_000_000, "on the same clock as the answers")
+    }
+
+    /// Artwork and metadata clients of both dialects get the song's cover, the picture as ffmpeg
+    /// finds it in the file. The spec's plain one (its channels in client/hello) gets the title,
+    /// stream/start saying what the cover is, then the spec's one binary message. The party cannot
+    /// scale or convert (no image library), so it sends the original PNG whatever was asked for.
+    func testArtworkClientsOfBothDialectsGetTheSongsCover() throws {
+        let python = testDriver("python")
+        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
+            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
+        }
+        let directory = try temporaryDirectory()
+        let song = try fixture("id3v2.mp3")
+        let reference = "\(directory)/reference.png"
+        XCTAssertEqual(try runProcess("ffmpeg", ["-v", "error", "-i", song, "-an", "-c:v", "copy", reference]).status, 0)
+        let sendspinPort = freePort()
+        let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                        "--sendspin-port", "\(sendspinPort)", "--loop", song])
+        defer { broadcaster.signal(SIGTERM); _ = broadcaster.wait(timeout: 30) }
+        XCTAssertTrue(broadcaster.waitForStderr("remote control:", timeout: 30), broadcaster.stderr)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/artwork_client.py").path
+        let result = try runProcess(python, [script, "ws://127.0.0.1:\(sendspinPort)/sendspin", "\(directory)/shown.png"], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr + broadcaster.stderr)
+        let seen = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], result.stdout)
+        XCTAssertEqual((seen["hello"] as? [String: Any])?["active_roles"] as? [String], ["metadata@v1", "artwork@v1"])
+        XCTAssertEqual((seen["metadata"] as? [String: Any])?["title"] as? String, "Fixture Title")
+        let described = (seen["starts"] as? [[String: Any]])?.compactMap { ($0["artwork"] as? [String: Any])?["channels"] as? [[String: Any]] }.last?.first
+        XCTAssertEqual(described?["source"] as? String, "album")
+        XCTAssertEqual(described?["format"] as? String, "png")
+        XCTAssertEqual(described?["width"] as? Int, 100)
+        XCTAssertEqual(described?["height"] as? Int, 65)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/shown.png")), try Data(contentsOf: URL(fileURLWithPath: reference)))
+
+        // aiosendspin 10's own client, encrypted: the cover in its announce-and-parts framing, put
+        // together by its code and handed to its artwork listener, with no warning from it.
+        let encrypted = try runProcess(python, [URL(fileURLWithPath: script).deletingLastPathComponent().appendingPathComponent("encrypted_artwork_client.py").path,
+                                                "ws://127.0.0.1:\(sendspinPort)/sendspin"], timeout: 60)
+        XCTAssertEqual(encrypted.status, 0, encrypted.stderr + broadcaster.stderr)
+        XCTAssertFalse(encrypted.stderr.contains("WARNING") || encrypted.stderr.contains("ERROR"), encrypted.stderr)
+        let images = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(encrypted.stdout.utf8)) as? [[String: Any]], encrypted.stdout)
+        let digest = try runProcess("sha256sum", [reference]).stdout.prefix(64)
+        XCTAssertEqual(images.last?["channel"] as? Int, 0)
+        XCTAssertEqual(images.last?["sha256"] as? String, String(digest), "\(images)")
     }
 }

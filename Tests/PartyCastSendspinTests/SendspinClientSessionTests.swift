@@ -249,6 +249,35 @@ final class SendspinClientSessionTests: XCTestCase {
         XCTAssertEqual(pcm.count, 3 * 960 * 2)
     }
 
+    /// A server that changes the format mid-session (stream/start again) gets a new decoder: 24-bit
+    /// chunks after 16-bit ones play on at the frames that follow. A stream that cannot be decoded
+    /// (a FLAC header that is no FLAC) throws, which ends the connection (SendspinSource), and its
+    /// chunks meanwhile are dropped rather than fed to the old stream's decoder.
+    func testAFormatChangeMidSessionTakesANewDecoderAndAnUndecodableOneNone() throws {
+        var timeline = SendspinTimeline(clockSync: ClockSync(clock: .system))
+        var pcm: [Float] = []
+        let samples = [Float](repeating: 0.25, count: 960 * 2)
+        func format(_ codec: SendspinCodec, _ depth: Int) -> SendspinAudioFormat {
+            SendspinAudioFormat(codec: codec, channels: 2, sampleRate: 48000, bitDepth: depth)
+        }
+        try timeline.apply(.streamStart(.init(format: format(.pcm, 16), codecHeader: nil)), into: &pcm)
+        try timeline.apply(.audio(timestamp: 1_000_000, payload: SendspinPCM.encode(samples, bitDepth: 16)), into: &pcm)
+        try timeline.apply(.streamStart(.init(format: format(.pcm, 24), codecHeader: nil)), into: &pcm)
+        // 5760 bytes: 960 frames at 24 bits, 1440 if still read as 16.
+        let chunk24 = SendspinPCM.encode(samples, bitDepth: 24)
+        try timeline.apply(.audio(timestamp: 1_020_000, payload: chunk24), into: &pcm)
+        XCTAssertEqual(timeline.lastProducedFrame, 960)
+        XCTAssertEqual(pcm.count, 2 * 960 * 2)
+        XCTAssertEqual(Double(pcm[pcm.count - 1]), 0.25, accuracy: 1e-6)
+
+        let notFLAC = Array("fLaC".utf8) + [UInt8](repeating: 0xFF, count: 38)
+        XCTAssertThrowsError(try timeline.apply(.streamStart(.init(format: format(.flac, 16), codecHeader: notFLAC)), into: &pcm))
+        XCTAssertFalse(timeline.hasStream)
+        try timeline.apply(.audio(timestamp: 1_040_000, payload: chunk24), into: &pcm)
+        XCTAssertNil(timeline.lastProducedFrame)
+        XCTAssertEqual(pcm.count, 2 * 960 * 2)
+    }
+
     func testPCMDecodesWhatItEncodes() {
         let samples: [Float] = [0, 0.5, -0.5, 0.999, -1, 0.123456]
         for depth in [16, 24] {

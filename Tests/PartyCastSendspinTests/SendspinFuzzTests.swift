@@ -12,6 +12,8 @@ final class SendspinFuzzTests: XCTestCase {
         #"{"type":"client/command","payload":{"controller":{"command":"volume","volume":30}}}"#,
         #"{"type":"client/goodbye","payload":{"reason":"restart"}}"#,
         #"{"type":"stream/request-format","payload":{"player":{"codec":"opus"}}}"#,
+        #"{"type":"client/state","payload":{"artwork":{"channels":[{"source":"album","format":"jpeg","width":300,"height":300}]}}}"#,
+        #"{"type":"stream/request-format","payload":{"artwork":{"channel":0,"source":"artist","media_width":64}}}"#,
     ]
     /// Splices that hit the decoder's edges: huge and fractional numbers, wrong types, deep nesting.
     static let splices = ["1e400", "-9223372036854775809", "9223372036854775807", "0.5", "null", "[]", "{}", "\"\u{0}\"",
@@ -68,6 +70,27 @@ final class SendspinFuzzTests: XCTestCase {
         switch decoded {
         case .state(let state): return state.available == nil && state.state == nil && state.player == nil
         default: return false
+        }
+    }
+
+    /// Picture headers (a cover is the party's, but from any file a remote may queue), mutated: none
+    /// traps, and whatever is read has a size.
+    func testMutatedPictureHeadersNeverTrap() {
+        var random = SplitMix64(seed: 95)
+        let png = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13] + Array("IHDR".utf8) + [0, 0, 1, 44, 0, 0, 0, 200, 8, 2, 0, 0, 0]
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0, 16] + Array(repeating: 0, count: 14) + [0xFF, 0xC0, 0, 17, 8, 0, 200, 1, 44, 3]
+        let bmp: [UInt8] = [0x42, 0x4D] + Array(repeating: 0, count: 16) + [44, 1, 0, 0, 56, 255, 255, 255]
+        for base in [png, jpeg, bmp] {
+            XCTAssertNotNil(SendspinPicture(base), "the unmutated header reads")
+            for _ in 0..<5_000 {
+                var bytes = base
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    let at = Int.random(in: 0..<bytes.count, using: &random)
+                    if Bool.random(using: &random) { bytes[at] = UInt8.random(in: 0...255, using: &random) } else { bytes = Array(bytes.prefix(at)) }
+                    if bytes.isEmpty { break }
+                }
+                if let picture = SendspinPicture(bytes) { XCTAssertTrue(picture.width > 0 && picture.height > 0) }
+            }
         }
     }
 

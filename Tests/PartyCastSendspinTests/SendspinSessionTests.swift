@@ -40,7 +40,7 @@ final class SendspinSessionTests: XCTestCase {
         let peer = try XCTUnwrap(session.peer)
         XCTAssertEqual(peer.clientID, "kitchen-1")
         XCTAssertEqual(peer.name, "Kitchen")
-        XCTAssertEqual(peer.activeRoles, ["player@v1", "controller@v1"], "player@v2 and artwork are not implemented here")
+        XCTAssertEqual(peer.activeRoles, ["player@v1", "controller@v1"], "player@v2 is not implemented here, and an artwork role with no channels is none (the spec asks for 1–4)")
         XCTAssertEqual(peer.format, SendspinAudioFormat(codec: .pcm, channels: 2, sampleRate: 44100, bitDepth: 16),
                        "flac is not encodable here and aac is no Sendspin codec")
         XCTAssertEqual(actions.last, .joined(peer))
