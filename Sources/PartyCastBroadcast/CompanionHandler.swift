@@ -39,6 +39,10 @@ extension Party {
                 state.pending.removeAll(keepingCapacity: true)
                 state.timeline.hold(item: item.id, songFrame: songFrame)
             }
+            if moved || report.tags != item.tags {
+                // Listeners (those joining meanwhile too) see the song the resume will play.
+                announceLiveItem(index, at: state.timeline.end, songFrame: state.timeline.held.first?.songFrame ?? songFrame)
+            }
             if report.playing { try resume() }
             return
         }

@@ -128,12 +128,12 @@ final class MPDSourceTests: XCTestCase {
 
     static func title(_ status: PartySnapshot) -> String? { status.queue.first { $0.id == status.current }?.title }
 
-    func startBroadcaster(_ arguments: [String]) throws -> (BackgroundProcess, Remote) {
+    func startBroadcaster(_ arguments: [String]) throws -> (BackgroundProcess, Remote, port: Int) {
         let (port, controlPort) = (freePort(), freePort())
         let server = try startProcess(broadcaster, ["share"] + arguments + ["--no-mdns", "--no-sendspin", "--bind", "127.0.0.1",
                                                                           "--port", "\(port)", "--control-port", "\(controlPort)"])
         XCTAssertTrue(server.waitForStderr("remote control:", timeout: 30), server.stderr)
-        return (server, Remote(base: "http://127.0.0.1:\(controlPort)"))
+        return (server, Remote(base: "http://127.0.0.1:\(controlPort)"), port)
     }
 
     /// Titles, artist, album, duration and cover as mpd has them, each song change shown within 1 s
@@ -145,12 +145,16 @@ final class MPDSourceTests: XCTestCase {
         defer { mpd.stop() }
         try mpd.mpc("update", "--wait")
         try mpd.mpc("add", "/")
-        let (server, remote) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpd.port)"])
+        let (server, remote, port) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpd.port)"])
         defer { server.signal(SIGKILL) }
 
         // mpd stopped: a pause, not a party that counts on.
         let stopped = try await remote.wait(timeout: 5) { $0.paused }
         XCTAssertNotNil(stopped, server.stderr)
+        // A listener that joins meanwhile is told each song too.
+        let listener = try startProcess(productPath("listener"), ["join", "--host", "127.0.0.1:\(port)", "--output", "null"])
+        defer { listener.signal(SIGKILL) }
+        XCTAssertTrue(listener.waitForStderr("connected", timeout: 20), listener.stderr)
         try mpd.mpc("play")
         let playing = try await remote.wait(timeout: 5) { !$0.paused && Self.title($0) == "Song One" }
         XCTAssertNotNil(playing, server.stderr)
@@ -174,6 +178,10 @@ final class MPDSourceTests: XCTestCase {
         let id = try XCTUnwrap(withCover?.status.current)
         let served = try await remote.get("/api/items/\(id)/cover")
         XCTAssertEqual(served, cover)
+        // Song Three played for a moment too short to reach the listener's speaker: it never shows there.
+        for title in ["Song One", "Song Two"] {
+            XCTAssertTrue(listener.waitForStderr("now playing: \(title)", timeout: 5), "the listener was not told \(title): \(listener.stderr)")
+        }
 
         // The remote's pause pauses mpd: by the time it answers, mpd says so.
         let paused = try await remote.post("/api/pause")
@@ -213,7 +221,7 @@ final class MPDSourceTests: XCTestCase {
     func testTheBroadcasterOutlivesMPD() async throws {
         let (directory, fifo, _) = try makeLibrary()
         let mpdPort = freePort()
-        let (server, remote) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpdPort)"])
+        let (server, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpdPort)"])
         defer { server.signal(SIGKILL) }
         XCTAssertTrue(server.waitForStderr("mpd at 127.0.0.1:\(mpdPort)", timeout: 10), server.stderr)
         let refused = try runProcess(broadcaster, ["ctl", "--url", remote.base, "pause"], timeout: 20)
@@ -237,7 +245,7 @@ final class MPDSourceTests: XCTestCase {
     /// A pipe without mpd takes its title from --title; --title and --mpd say when they do not fit.
     func testAPlainPipeTakesItsTitle() async throws {
         let (_, fifo, _) = try makeLibrary()
-        let (server, remote) = try startBroadcaster(["pipe:\(fifo)", "--title", "Kitchen\u{1B}[2J Radio", "--pcm-format", "48000:16:2"])
+        let (server, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--title", "Kitchen\u{1B}[2J Radio", "--pcm-format", "48000:16:2"])
         defer { server.signal(SIGKILL) }
         let status = try await remote.status()
         XCTAssertEqual(status.queue.map(\.title), ["Kitchen [2J Radio"], "control characters cleaned: \(server.stderr)")
