@@ -307,7 +307,8 @@ struct Share: AsyncParsableCommand {
         options.pipesAreRaw = pcmFormat != nil || mpd != nil
         // mpd restarted is mpd back, not the end of the party.
         options.pipesOutliveWriters = mpd != nil
-        options.pipeTitle = title
+        // mpd stopped has no song to name: the pipe is called after it rather than by its path.
+        options.pipeTitle = title ?? mpd.map { "mpd at \($0)" }
         return options
     }
 

@@ -151,6 +151,7 @@ final class MPDSourceTests: XCTestCase {
         // mpd stopped: a pause, not a party that counts on.
         let stopped = try await remote.wait(timeout: 5) { $0.paused }
         XCTAssertNotNil(stopped, server.stderr)
+        XCTAssertEqual(stopped?.status.queue.first?.title, "mpd at 127.0.0.1:\(mpd.port)", "no song: named after mpd")
         // A listener that joins meanwhile is told each song too.
         let listener = try startProcess(productPath("listener"), ["join", "--host", "127.0.0.1:\(port)", "--output", "null"])
         defer { listener.signal(SIGKILL) }
