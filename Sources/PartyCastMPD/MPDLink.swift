@@ -30,20 +30,32 @@ public final class MPDLink: SourceCompanion {
     /// The port mpd listens on unless told otherwise.
     public static let defaultPort = 6600
 
-    /// `address`: HOST or HOST:PORT; a HOST that starts with / is mpd's local socket.
+    /// `address`: HOST or HOST:PORT ([IPv6]:PORT); a HOST that starts with / is mpd's local socket.
     public init(address: String, logger: Logger) throws(PartyCastError) {
         var host = address, port = Self.defaultPort
-        if !address.hasPrefix("/"), let colon = address.lastIndex(of: ":") {
-            guard let number = Int(address[address.index(after: colon)...]), (1...65535).contains(number) else {
+        var portText: Substring?
+        if address.hasPrefix("["), let close = address.firstIndex(of: "]") {
+            host = String(address[address.index(after: address.startIndex)..<close])
+            let rest = address[address.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { throw PartyCastError(.invalidArgument, "--mpd \(address): a port follows ]: as in [::1]:6600") }
+                portText = rest.dropFirst()
+            }
+        } else if !address.hasPrefix("/"), address.filter({ $0 == ":" }).count == 1, let colon = address.firstIndex(of: ":") {
+            // One colon: HOST:PORT. More: an IPv6 address without a port.
+            host = String(address[..<colon])
+            portText = address[address.index(after: colon)...]
+        }
+        if let portText {
+            guard let number = Int(portText), (1...65535).contains(number) else {
                 throw PartyCastError(.invalidArgument, "--mpd \(address): the port must be 1…65535")
             }
-            host = String(address[..<colon])
             port = number
         }
         guard !host.isEmpty, !host.utf8.contains(0) else { throw PartyCastError(.invalidArgument, "--mpd needs HOST[:PORT], e.g. 127.0.0.1:6600") }
         self.host = host
         self.port = port
-        self.address = host.hasPrefix("/") ? host : "\(host):\(port)"
+        self.address = host.hasPrefix("/") ? host : host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         self.logger = logger
         do { wake = try WakePipe() } catch { throw PartyCastError(.io, "cannot make a pipe (\(error))") }
     }
