@@ -85,6 +85,8 @@ let package = Package(
         systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
         // The remote page's URL as a QR code on the broadcaster's terminal, for phones.
         systemLibrary("CQREncode", pkgConfig: "libqrencode", apt: "libqrencode-dev"),
+        // mpd's protocol, for the broadcaster following the mpd that feeds its pipe (--mpd).
+        systemLibrary("CMPDClient", pkgConfig: "libmpdclient", apt: "libmpdclient-dev"),
 
         // Errors, formats, clocks, the lock (LockedValueBox) and the one place syscalls go through.
         // No dependencies: the listener's audio path (Output, Player) builds on it without NIO.
@@ -146,6 +148,11 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The mpd behind a pipe (--mpd): its songs and pauses reported to the party, the party's
+        // transport commands carried to it, over one connection asleep in mpd's idle.
+        .target(name: "PartyCastMPD", dependencies: [
+            "CMPDClient", "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", .product(name: "Logging", package: "swift-log"),
         ]),
         // mDNS publish/browse through avahi-client.
         .target(name: "PartyCastDiscovery", dependencies: ["PartyCastCore", "CAvahi"]),
@@ -215,7 +222,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
         ], resources: [.copy("Web")]),
         .executableTarget(name: "broadcaster", dependencies: [
-            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastSendspin", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
+            "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastDiscovery", "PartyCastMPD", "PartyCastSendspin", "PartyCastSendspinServer", "PartyCastSourceRegistry", "PartyCastWire", "PartyCastCLI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ], linkerSettings: [.unsafeFlags(["-static-stdlib", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections"],

@@ -27,7 +27,7 @@ slowest=(
 # loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's
 # flood) each would be under load its bars were not set for. SendspinListenerTests times two players
 # too, but against a bar (200 µs) it meets with the machine at load 8: it runs beside the others.
-timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests"
+timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests MPDSourceTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else

@@ -9,7 +9,7 @@ extension Party {
     func applyCommands() {
         let requests = inbox.withLockedValue { q in defer { q.removeAll() }; return q }
         guard !requests.isEmpty else { return }
-        for (request, continuation) in requests { continuation.resume(returning: answer(request)) }
+        for (request, reply) in requests { reply(answer(request)) }
         republish()
     }
 
@@ -28,6 +28,7 @@ extension Party {
         switch request {
         case .add(let item): try add(item)
         case .command(let command): try apply(command)
+        case .companion(let report): try follow(report)
         }
     }
 
@@ -76,7 +77,7 @@ extension Party {
         }
     }
 
-    private func pause() throws(PartyCommandError) {
+    func pause() throws(PartyCommandError) {
         guard !state.timeline.paused else { return }
         let cut = try cutPosition()
         fadeEveryone(to: 0, endingAt: cut)
@@ -94,7 +95,7 @@ extension Party {
         logger.info("paused\(heard.map { String(format: " at %.3f s of %@", Double($0.1) / Double($0.0.sampleRate), $0.0.view.title) } ?? "") (timeline frame \(cut))")
     }
 
-    private func resume() throws(PartyCommandError) {
+    func resume() throws(PartyCommandError) {
         guard state.timeline.paused else { return }
         let resumeAt = max(state.timeline.end, state.timeline.position(at: now() + Self.controlMarginNanoseconds))
         if let first = state.timeline.resume(at: resumeAt), let index = state.queue.firstIndex(where: { $0.id == first.item }),

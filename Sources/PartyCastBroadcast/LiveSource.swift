@@ -20,6 +20,9 @@ final class LiveSource: PCMSource {
     var isSeekable: Bool { false }
     var skippedBytes: Int64 { shared.state.withLockedValue { $0.skippedBytes } }
     var cover: CoverArt? { nil }
+    /// Frames the source has delivered that the pacer has not taken yet: how long ago the source
+    /// made the audio the next chunk holds.
+    var bufferedFrames: Int { shared.state.withLockedValue { $0.buffer.level } }
 
     /// What the reader thread and the pacer share.
     // @unchecked: State (its LiveBuffer, a class) is only ever touched under the lock.

@@ -25,7 +25,7 @@ extension Party {
                 defer { queue.removeAll() }
                 return queue
             }
-            for (_, continuation) in waiting { continuation.resume(returning: .failure(PartyCommandError(.invalid, "the party is over"))) }
+            for (_, reply) in waiting { reply(.failure(PartyCommandError(.invalid, "the party is over"))) }
         }
         guard try start() else { return false }
         while !stopRequested.load(ordering: .acquiring) {
@@ -117,16 +117,24 @@ extension Party {
     }
 
     /// A live source's title changed (a station's `StreamTitle`): the listeners and the remotes hear
-    /// of it from `position` on, as of a song that starts there.
+    /// of it from `position` on, as of a song that starts there. A source with a companion (mpd)
+    /// is named by the companion instead (CompanionHandler.swift).
     private func announceRetitling(heardAt position: UInt64) {
-        guard let index = state.currentIndex, state.queue[index].source.isLive, let tags = state.source?.tags,
-              tags != state.queue[index].tags, let chunkFormat = state.chunkFormat,
+        guard let index = state.currentIndex, state.queue[index].source.isLive, state.queue[index].id != companion?.item,
+              let tags = state.source?.tags, tags != state.queue[index].tags,
               let (_, songFrame) = Timeline.heard(at: position, in: state.timeline.segments) else { return }
         state.queue[index].tags = tags
         logger.info("now playing: \(state.queue[index].title)")
-        let retitled = frame(Messages.metadata(state.queue[index], streamIndex: state.streamIndex, start: position, songFrame: songFrame))
-        if let retitled { fanout.broadcast(retitled) }
-        fanout.setPreamble([frame(streamFormat(chunkFormat, totalFrames: nil)), retitled].compactMap { $0 })
+        announceLiveItem(index, at: position, songFrame: songFrame)
+    }
+
+    /// Tells the listeners (and whoever joins later) that live item `index`, as it is now, plays
+    /// from timeline `position` on, at its frame `songFrame`.
+    func announceLiveItem(_ index: Int, at position: UInt64, songFrame: Int) {
+        guard let chunkFormat = state.chunkFormat else { return }
+        let announced = frame(Messages.metadata(state.queue[index], streamIndex: state.streamIndex, start: position, songFrame: songFrame))
+        if let announced { fanout.broadcast(announced) }
+        fanout.setPreamble([frame(streamFormat(chunkFormat, totalFrames: nil)), announced].compactMap { $0 })
         publishState()
     }
 

@@ -46,12 +46,15 @@ public final class Party: PartyControl {
     private let libraryFiles: [String]
     private let libraryFolder: Library
     private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
+    /// The player behind the party's pipe (mpd) and the pipe's item: its transport commands go there.
+    let companion: (item: Int, link: any SourceCompanion)?
     /// The monotonic clock; a test's own when it drives the pacer by hand.
     let now: @Sendable () -> UInt64
     public let sessionID: UInt64
 
     // Commands in, snapshots out: the only state shared with other threads.
-    let inbox = LockedValueBox<[(Request, CheckedContinuation<Result<PartySnapshot, PartyCommandError>, Never>)]>([])
+    typealias Reply = @Sendable (Result<PartySnapshot, PartyCommandError>) -> Void
+    let inbox = LockedValueBox<[(Request, Reply)]>([])
     let wakeup = Wakeup()
     let stopRequested = Atomic<Bool>(false)
     let published = LockedValueBox(Published())
@@ -64,13 +67,17 @@ public final class Party: PartyControl {
     ///   - sources: the songs to start with, in order.
     ///   - library: further files `add` accepts (from `--library`).
     ///   - opener: makes a source of a path `add` was given (after it was matched to the library).
+    ///   - companion: the player (mpd) that feeds the first source, a pipe: it reports through
+    ///     `companionReported`, and the remotes' transport commands go to it while that pipe plays.
     public convenience init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
-                            opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource) {
-        self.init(sources: sources, library: library, options: options, fanout: fanout, logger: logger, opener: opener, now: monotonicNanoseconds)
+                            opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, companion: (any SourceCompanion)? = nil) {
+        self.init(sources: sources, library: library, options: options, fanout: fanout, logger: logger, opener: opener,
+                  companion: companion, now: monotonicNanoseconds)
     }
 
     init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
-         opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, now: @escaping @Sendable () -> UInt64) {
+         opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, companion: (any SourceCompanion)? = nil,
+         now: @escaping @Sendable () -> UInt64) {
         self.options = options
         self.fanout = fanout
         self.logger = logger
@@ -79,11 +86,13 @@ public final class Party: PartyControl {
         libraryFiles = sources.map(\.spec) + library.files.filter { path in !sources.contains { $0.spec == path } }
         libraryFolder = library
         sessionID = UInt64.random(in: 1...UInt64.max)
-        state = PacerState()
+        var initial = PacerState()
         for source in sources {
-            state.queue.append(PartyItem.probe(source, id: state.nextItemID, passingThrough: options.codec.passesThrough))
-            state.nextItemID += 1
+            initial.queue.append(PartyItem.probe(source, id: initial.nextItemID, passingThrough: options.codec.passesThrough))
+            initial.nextItemID += 1
         }
+        self.companion = companion.flatMap { link in initial.queue.first.map { ($0.id, link) } }
+        state = initial
         let covers = Dictionary(uniqueKeysWithValues: state.queue.compactMap { item in item.cover.map { (item.id, $0) } })
         published.withLockedValue { [state] p in
             p.view.queue = state.queue.map(\.view)
@@ -117,11 +126,14 @@ public final class Party: PartyControl {
         var reachedEnd = false
         /// Where on the timeline the last command's change (its cut, or the resume) is heard from.
         var changeHeardFrom: UInt64 = 0
+        /// The companion's last report and when it was applied (`now`).
+        var companionReport: (report: SourceReport, at: UInt64)?
     }
 
     enum Request: Sendable {
         case command(PartyCommand)
         case add(PartyItem)
+        case companion(SourceReport)
     }
 
     // MARK: The remotes' side (any thread)
@@ -147,17 +159,46 @@ public final class Party: PartyControl {
             } catch {
                 return .failure(PartyCommandError(.invalid, "\(path): \(error.message)"))
             }
+        case _ where command.movesTheSource:
+            // While its pipe plays, or is about to (nothing is heard before the party starts), the
+            // player behind it carries these out.
+            if let companion, (makeSnapshot().current ?? companion.item) == companion.item { return await forward(command, to: companion.link) }
+            request = .command(command)
         default:
             request = .command(command)
         }
-        return await withCheckedContinuation { continuation in
-            let accepted = inbox.withLockedValue { queue -> Bool in
-                guard !stopRequested.load(ordering: .acquiring) else { return false }
-                queue.append((request, continuation))
-                return true
+        return await withCheckedContinuation { continuation in enqueue(request) { continuation.resume(returning: $0) } }
+    }
+
+    /// The player behind the pipe carries the command out; the answer is the party once it has
+    /// followed the player's report of it.
+    private func forward(_ command: PartyCommand, to link: any SourceCompanion) async -> Result<PartySnapshot, PartyCommandError> {
+        await withCheckedContinuation { continuation in
+            link.forward(command) { [self] outcome in
+                switch outcome {
+                case .success(let report): enqueue(.companion(report)) { continuation.resume(returning: $0) }
+                case .failure(let refusal): continuation.resume(returning: .failure(refusal))
+                }
             }
-            if accepted { wakeup.signal() } else { continuation.resume(returning: .failure(PartyCommandError(.invalid, "the party is over"))) }
         }
+    }
+
+    /// The player behind the pipe changed (song, tags, cover, pause, position): the party follows.
+    /// Called in the order the player changed, from one thread.
+    public func companionReported(_ report: SourceReport) {
+        enqueue(.companion(report)) { [logger] outcome in
+            if case .failure(let refusal) = outcome { logger.warning("cannot follow the player: \(refusal.message)") }
+        }
+    }
+
+    /// Queues a request for the pacer; `reply` hears its outcome (once).
+    private func enqueue(_ request: Request, reply: @escaping Reply) {
+        let accepted = inbox.withLockedValue { queue -> Bool in
+            guard !stopRequested.load(ordering: .acquiring) else { return false }
+            queue.append((request, reply))
+            return true
+        }
+        if accepted { wakeup.signal() } else { reply(.failure(PartyCommandError(.invalid, "the party is over"))) }
     }
 
     public var snapshot: PartySnapshot { makeSnapshot() }

@@ -78,25 +78,7 @@ enum ID3 {
         }
         guard p < body.endIndex else { return nil }
         let data = body[p...]
-        return CoverArt(mimeType: imageType(of: data, claimed: claimed), pictureType: pictureType, bytes: Array(data))
-    }
-
-    /// The picture's type from its first bytes, which cannot lie about what a browser will decode;
-    /// failing that the tag's claim, kept only if it looks like a MIME type.
-    static func imageType(of data: ArraySlice<UInt8>, claimed: ArraySlice<UInt8>) -> String {
-        let magic: [(String, [UInt8?])] = [
-            ("image/jpeg", [0xFF, 0xD8, 0xFF]), ("image/png", [0x89, 0x50, 0x4E, 0x47]), ("image/gif", Array("GIF8".utf8)),
-            ("image/webp", Array("RIFF".utf8) + [nil, nil, nil, nil] + Array("WEBP".utf8)), ("image/bmp", Array("BM".utf8)),
-        ]
-        for (type, prefix) in magic where data.count >= prefix.count
-            && zip(data, prefix).allSatisfy({ $1 == nil || $0 == $1 }) {
-            return type
-        }
-        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.+-/".utf8)
-        let text = String(decoding: claimed.prefix(64), as: UTF8.self).lowercased()
-        guard text.utf8.allSatisfy(allowed.contains), text.split(separator: "/", omittingEmptySubsequences: false).count == 2,
-              !text.hasPrefix("/"), !text.hasSuffix("/") else { return "application/octet-stream" }
-        return text
+        return CoverArt(mimeType: CoverArt.imageType(of: data, claimed: claimed), pictureType: pictureType, bytes: Array(data))
     }
 
     /// An ID3v1 tag: 128 bytes starting "TAG".

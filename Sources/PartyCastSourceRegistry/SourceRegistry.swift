@@ -9,6 +9,10 @@ public struct SourceOptions: Sendable {
     public var rawPCM = RawPCMFormat.standard
     /// Pipes carry raw PCM even when their bytes look like an encoded format.
     public var pipesAreRaw = false
+    /// What a pipe is called where it names nothing itself (`--title`); else its path.
+    public var pipeTitle: String?
+    /// A FIFO whose writer closes it waits for the next writer instead of ending (mpd restarting).
+    public var pipesOutliveWriters = false
     /// Where a network source tells of its reconnects, one line each.
     public var onEvent: (@Sendable (String) -> Void)?
 
@@ -27,6 +31,9 @@ public protocol SourceKind: Sendable {
 public enum SourceRegistry {
     /// Tried in order; files take whatever no other kind claims.
     public static let kinds: [any SourceKind] = [ToneSourceKind(), PipeSourceKind(), HTTPSourceKind(), FileSourceKind()]
+
+    /// Whether `spec` names a pipe (`-` or `pipe:PATH`).
+    public static func isPipe(_ spec: String) -> Bool { PipeSourceKind.names(spec) }
 
     public static func resolve(_ spec: String, options: SourceOptions = SourceOptions()) throws(PartyCastError) -> ResolvedSource {
         for kind in kinds where kind.claims(spec) { return try kind.resolve(spec, options: options) }
@@ -51,7 +58,9 @@ struct ToneSourceKind: SourceKind {
 /// `-` (standard input) or `pipe:PATH` (a FIFO): an encoded stream recognised by its bytes, else raw
 /// PCM in the layout `--pcm-format` gives.
 struct PipeSourceKind: SourceKind {
-    func claims(_ spec: String) -> Bool { spec == "-" || spec.hasPrefix("pipe:") }
+    func claims(_ spec: String) -> Bool { Self.names(spec) }
+
+    static func names(_ spec: String) -> Bool { spec == "-" || spec.hasPrefix("pipe:") }
 
     func resolve(_ spec: String, options: SourceOptions) throws(PartyCastError) -> ResolvedSource {
         let path = spec == "-" ? nil : String(spec.dropFirst(5))
@@ -59,10 +68,10 @@ struct PipeSourceKind: SourceKind {
             guard !path.isEmpty else { throw PartyCastError(.invalidArgument, "pipe: needs a path, e.g. pipe:/tmp/snapfifo") }
             try PipeByteSource.check(path: path)
         }
-        let format = options.rawPCM, raw = options.pipesAreRaw
-        return ResolvedSource(spec: spec, label: path ?? "standard input", isLive: true) { () throws(PartyCastError) -> PCMSource in
+        let format = options.rawPCM, raw = options.pipesAreRaw, outliving = options.pipesOutliveWriters
+        return ResolvedSource(spec: spec, label: options.pipeTitle ?? path ?? "standard input", isLive: true) { () throws(PartyCastError) -> PCMSource in
             let bytes: PipeByteSource
-            if let path { bytes = try PipeByteSource(path: path) } else { bytes = try PipeByteSource() }
+            if let path { bytes = try PipeByteSource(path: path, outlivingWriters: outliving) } else { bytes = try PipeByteSource() }
             if raw { return WAVSource(bytes: bytes, raw: format) }
             return try DecoderRegistry.open(bytes) { unrecognised throws(PartyCastError) in WAVSource(bytes: unrecognised, raw: format) }
         }

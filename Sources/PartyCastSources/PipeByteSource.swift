@@ -9,6 +9,8 @@ import Glibc
 public final class PipeByteSource: ByteSource {
     private let fd: Int32
     private let ownsDescriptor: Bool
+    /// A write end of the FIFO held open by the reader itself (`outlivingWriters`), or -1.
+    private let heldWriter: Int32
     private let wake: WakePipe
     /// How the source is named in messages ("standard input", a FIFO's path).
     public let name: String
@@ -20,6 +22,7 @@ public final class PipeByteSource: ByteSource {
     public init() throws(PartyCastError) {
         fd = STDIN_FILENO
         ownsDescriptor = false
+        heldWriter = -1
         name = "standard input"
         wake = try Self.makeWakePipe()
     }
@@ -38,7 +41,9 @@ public final class PipeByteSource: ByteSource {
 
     /// A FIFO (or any readable file descriptor a path names). Opening a FIFO waits for its writer,
     /// so it is opened without blocking and the first read waits instead, where it can be woken.
-    public init(path: String) throws(PartyCastError) {
+    /// `outlivingWriters`: the FIFO never ends; a writer that closes it (mpd restarting) is silence
+    /// until the next one opens it. Its own write end, held open, keeps the end of stream away.
+    public init(path: String, outlivingWriters: Bool = false) throws(PartyCastError) {
         do {
             fd = try systemCall("open") { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         } catch {
@@ -50,19 +55,32 @@ public final class PipeByteSource: ByteSource {
         }
         ownsDescriptor = true
         name = path
+        var held: Int32 = -1
         do {
+            if outlivingWriters {
+                var info = stat()
+                let reader = fd
+                _ = try systemCall("fstat") { fstat(reader, &info) }
+                guard info.st_mode & S_IFMT == S_IFIFO else { throw PartyCastError(.invalidArgument, "pipe:\(path) is not a FIFO (make one with mkfifo)") }
+                held = try systemCall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK) }
+            }
             wake = try Self.makeWakePipe()
         } catch {
             close(fd)
-            throw error
+            if held >= 0 { close(held) }
+            throw error as? PartyCastError ?? PartyCastError(.io, "pipe:\(path): cannot hold it open (\(error))")
         }
+        heldWriter = held
     }
 
     private static func makeWakePipe() throws(PartyCastError) -> WakePipe {
         do { return try WakePipe() } catch { throw PartyCastError(.io, "cannot make a pipe (\(error))") }
     }
 
-    deinit { if ownsDescriptor { close(fd) } }
+    deinit {
+        if ownsDescriptor { close(fd) }
+        if heldWriter >= 0 { close(heldWriter) }
+    }
 
     /// Waits for data; empty at end of stream (the writer closed), or when woken (the caller is
     /// stopping). A FIFO no writer has opened yet polls as not ready, so that is waited out too.

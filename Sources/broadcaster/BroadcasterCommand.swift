@@ -12,6 +12,7 @@ import PartyCastCore
 import PartyCastDecoder
 import PartyCastSourceRegistry
 import PartyCastDiscovery
+import PartyCastMPD
 import PartyCastSendspin
 import PartyCastSendspinServer
 import PartyCastWire
@@ -38,6 +39,12 @@ struct Share: AsyncParsableCommand {
 
     @Option(name: .customLong("pcm-format"), help: "A pipe carries raw PCM in this layout, RATE:BITS:CHANNELS (without it, a pipe's format is recognised by its bytes and raw PCM is taken as 48000:16:2).")
     var pcmFormat: String?
+
+    @Option(help: ArgumentHelp("mpd's address, HOST[:PORT] (port 6600 unless given), when the one source is the pipe mpd's fifo output writes: the party shows mpd's song (title, artist, album, cover) and its pauses, and the remote's and ctl's pause, resume, next, previous and seek go to mpd. The pipe is raw PCM as --pcm-format says (default 48000:16:2, mpd's format \"48000:16:2\").", valueName: "host:port"))
+    var mpd: String?
+
+    @Option(help: "The title the remotes and listeners show for a pipe (without --mpd, which names each song).")
+    var title: String?
 
     @Option(help: "The name listeners see and join by (default: \"PartyCast on HOST\").")
     var name: String?
@@ -105,6 +112,14 @@ struct Share: AsyncParsableCommand {
         guard (0...65535).contains(sendspinPort ?? 0) else { throw ValidationError("--sendspin-port must be 0…65535") }
         _ = try dialledPlayers()
         guard sendspinPlayers.isEmpty || !noSendspin else { throw ValidationError("--sendspin-player plays the party over Sendspin, which --no-sendspin turns off") }
+        if mpd != nil {
+            guard sources.count == 1, SourceRegistry.isPipe(sources[0]) else {
+                throw ValidationError("--mpd follows the pipe mpd writes to: give that pipe alone, e.g. pipe:/tmp/snapfifo")
+            }
+            guard title == nil else { throw ValidationError("--title and --mpd: mpd names each song itself") }
+            guard !WireCodecs.named(codec)!.passesThrough else { throw ValidationError("--codec \(codec) sends MP3 files' frames; mpd's pipe is PCM (use opus or pcm)") }
+        }
+        if title != nil, !sources.contains(where: SourceRegistry.isPipe) { throw ValidationError("--title names a pipe (- or pipe:PATH); give one") }
     }
 
     private func dialledPlayers() throws -> [SendspinURL] {
@@ -148,8 +163,11 @@ struct Share: AsyncParsableCommand {
             logger.warning("cannot raise the open-file limit (\(error)): fewer listeners and remotes may connect at once")
         }
         let sourceOptions = try self.sourceOptions(logger: logger)
+        let mpdLink = try mpd.map { address throws(PartyCastError) in try MPDLink(address: address, logger: logger) }
         let party = Party(sources: playable, library: try library.map(Library.init(folder:)) ?? Library(), options: options,
-                                fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) })
+                          fanout: fanout, logger: logger, opener: { spec throws(PartyCastError) in try SourceRegistry.resolve(spec, options: sourceOptions) },
+                          companion: mpdLink)
+        mpdLink?.start { report in party.companionReported(report) }
         let group = MultiThreadedEventLoopGroup.singleton
         let server = try await BroadcastServer(host: bind, port: port, fanout: fanout, key: partyKey, welcome: party.welcome,
                                                group: group, logger: logger)
@@ -244,6 +262,7 @@ struct Share: AsyncParsableCommand {
         }
         services.append(.init(service: HeldUntilShutdown { advertised?.stop(); sendspinAdvertised?.stop() }))
         services.append(.init(service: HeldUntilShutdown { keys?.finish() }))
+        if let mpdLink { services.append(.init(service: HeldUntilShutdown { mpdLink.stop() })) }
         if Console.isTerminal {
             services.append(.init(service: StatusDisplay(name: options.name, endpoint: "\(host):\(server.port)", party: party, fanout: fanout)))
         }
@@ -310,10 +329,13 @@ struct Share: AsyncParsableCommand {
     private func sourceOptions(logger: Logger) throws(PartyCastError) -> SourceOptions {
         var options = SourceOptions()
         options.onEvent = { logger.notice("\($0)") }
-        if let pcmFormat {
-            options.rawPCM = try RawPCMFormat(parsing: pcmFormat)
-            options.pipesAreRaw = true
-        }
+        if let pcmFormat { options.rawPCM = try RawPCMFormat(parsing: pcmFormat) }
+        // mpd's fifo output writes raw PCM, which sniffing could take for something else.
+        options.pipesAreRaw = pcmFormat != nil || mpd != nil
+        // mpd restarted is mpd back, not the end of the party.
+        options.pipesOutliveWriters = mpd != nil
+        // mpd stopped has no song to name: the pipe is called after it rather than by its path.
+        options.pipeTitle = title ?? mpd.map { "mpd at \($0)" }
         return options
     }
 

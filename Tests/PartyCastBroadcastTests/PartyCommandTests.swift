@@ -82,8 +82,8 @@ final class PartyCommandTests: XCTestCase {
         })
     }
 
-    /// A party of `sources` sending PCM, with one listener joined.
-    func makeParty(_ sources: [ResolvedSource]) {
+    /// A party of `sources` sending PCM, with one listener joined; `companion` behind the first.
+    func makeParty(_ sources: [ResolvedSource], companion: (any SourceCompanion)? = nil) {
         clock = ManualClock()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let fanout = Fanout(logger: logger)
@@ -91,7 +91,7 @@ final class PartyCommandTests: XCTestCase {
         options.codec = WireCodecs.all.first { $0.name == "pcm" }!
         let clock = clock!
         party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
-                      opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, now: { clock.now })
+                      opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, companion: companion, now: { clock.now })
         channel = EmbeddedChannel()
         XCTAssertNotNil(fanout.join(channel: channel, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
     }

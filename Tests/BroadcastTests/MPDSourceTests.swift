@@ -1,0 +1,366 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PartyCastControlSeam
+import PartyCastTestSupport
+import XCTest
+
+/// mpd as the party's source, as Snapcast users run it: a private mpd (Debian's, on 127.0.0.1, its
+/// own config, database and fifo output in a temporary folder) writes raw PCM into a FIFO the
+/// broadcaster shares with `--mpd`. The broadcaster's remote control API shows what mpd plays, as
+/// mpd changes it, and its transport commands reach mpd, as `mpc` (mpd's own client) reports.
+final class MPDSourceTests: XCTestCase {
+    let broadcaster = productPath("broadcaster")
+
+    /// One song of the private mpd's library: tags set by lame, the audio a sine from sox.
+    struct Song {
+        var file: String
+        var title: String
+        var hertz: Int
+        var withCover = false
+    }
+
+    static let songs = [
+        Song(file: "1.mp3", title: "Song One", hertz: 440),
+        Song(file: "2.mp3", title: "Song Two", hertz: 660, withCover: true),
+        Song(file: "3.mp3", title: "Song Three", hertz: 880),
+    ]
+    static let songSeconds = 40.0
+
+    /// mpd in the foreground (its PID is the test's), on a free port of 127.0.0.1.
+    final class MPD {
+        let port: Int
+        let process: BackgroundProcess
+
+        init(directory: String, fifo: String, port: Int = freePort()) throws {
+            self.port = port
+            let config = """
+                music_directory "\(directory)/music"
+                db_file "\(directory)/database"
+                bind_to_address "127.0.0.1"
+                port "\(port)"
+                zeroconf_enabled "no"
+                audio_output {
+                    type "fifo"
+                    name "party"
+                    path "\(fifo)"
+                    format "48000:16:2"
+                }
+                """
+            try config.write(toFile: "\(directory)/mpd.conf", atomically: true, encoding: .utf8)
+            process = try startProcess("mpd", ["--no-daemon", "--stderr", "\(directory)/mpd.conf"])
+            guard waitForPort(port, timeout: 20) else {
+                XCTFail("mpd did not start: \(process.stderr)")
+                throw CocoaError(.executableLoad)
+            }
+        }
+
+        /// `mpc` against this mpd; its output.
+        @discardableResult
+        func mpc(_ arguments: String...) throws -> String {
+            let result = try runProcess("mpc", ["-h", "127.0.0.1", "-p", "\(port)"] + arguments, timeout: 20)
+            XCTAssertEqual(result.status, 0, "mpc \(arguments): \(result.stderr)")
+            return result.stdout
+        }
+
+        func stop() {
+            process.signal(SIGTERM)
+            _ = process.wait(timeout: 10)
+        }
+    }
+
+    /// A folder with the songs (and the cover of the one that has it) and a FIFO.
+    func makeLibrary() throws -> (directory: String, fifo: String, cover: Data) {
+        let directory = try temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: "\(directory)/music", withIntermediateDirectories: true)
+        func run(_ command: String) throws {
+            let result = try runProcess("/bin/sh", ["-c", command], timeout: 60)
+            XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+        }
+        try run("sox -n -r 8000 -c 1 \(directory)/cover.wav synth 1 sine 300 && sox \(directory)/cover.wav -n spectrogram -r -x 100 -y 65 -o \(directory)/cover.png")
+        for song in Self.songs {
+            let cover = song.withCover ? "--ti \(directory)/cover.png" : ""
+            try run("sox -n -r 44100 -c 2 -b 16 \(directory)/\(song.hertz).wav synth \(Self.songSeconds) sine \(song.hertz) vol 0.3"
+                    + " && lame --quiet -b 96 --tt '\(song.title)' --ta 'The Testers' --tl 'Fixtures' \(cover) \(directory)/\(song.hertz).wav \(directory)/music/\(song.file)")
+        }
+        let fifo = "\(directory)/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        return (directory, fifo, try Data(contentsOf: URL(fileURLWithPath: "\(directory)/cover.png")))
+    }
+
+    /// The broadcaster's remote control API.
+    struct Remote {
+        let base: String
+
+        func status() async throws -> PartySnapshot {
+            try JSONDecoder().decode(PartySnapshot.self, from: try await get("/api/status"))
+        }
+
+        func get(_ path: String) async throws -> Data {
+            let (data, response) = try await URLSession.shared.data(from: URL(string: base + path)!)
+            XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200, "\(path): \(String(decoding: data, as: UTF8.self))")
+            return data
+        }
+
+        /// POSTs a command; the party's answer.
+        func post(_ path: String) async throws -> PartySnapshot {
+            var request = URLRequest(url: URL(string: base + path)!)
+            request.httpMethod = "POST"
+            let (data, response) = try await URLSession.shared.data(for: request)
+            XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200, "\(path): \(String(decoding: data, as: UTF8.self))")
+            return try JSONDecoder().decode(PartySnapshot.self, from: data)
+        }
+
+        /// The first status that satisfies `condition` within `timeout` seconds, and how many seconds
+        /// after `since` (monotonic ns) it was seen; nil if none was.
+        func wait(timeout: TimeInterval, since: Int64 = monotonicNow(), until condition: (PartySnapshot) -> Bool) async throws
+            -> (status: PartySnapshot, seconds: Double)? {
+            let deadline = monotonicNow() + Int64(timeout * 1e9)
+            while monotonicNow() < deadline {
+                let status = try await status()
+                if condition(status) { return (status, Double(monotonicNow() - since) / 1e9) }
+                try await letTimePass(0.02)
+            }
+            return nil
+        }
+    }
+
+    static func title(_ status: PartySnapshot) -> String? { status.queue.first { $0.id == status.current }?.title }
+
+    func startBroadcaster(_ arguments: [String]) throws -> (BackgroundProcess, Remote, port: Int) {
+        let (port, controlPort) = (freePort(), freePort())
+        let server = try startProcess(broadcaster, ["share"] + arguments + ["--no-mdns", "--no-sendspin", "--bind", "127.0.0.1",
+                                                                          "--port", "\(port)", "--control-port", "\(controlPort)"])
+        XCTAssertTrue(server.waitForStderr("remote control:", timeout: 30), server.stderr)
+        return (server, Remote(base: "http://127.0.0.1:\(controlPort)"), port)
+    }
+
+    /// Titles, artist, album, duration and cover as mpd has them, each song change shown within 1 s
+    /// of `mpc next`; mpd's pause and play followed within 1 s; the remote's pause, resume, next,
+    /// previous and seek carried out by mpd, each answered with mpd's new state.
+    func testTheRemoteFollowsAndDrivesMPD() async throws {
+        let (directory, fifo, cover) = try makeLibrary()
+        let mpd = try MPD(directory: directory, fifo: fifo)
+        defer { mpd.stop() }
+        try mpd.mpc("update", "--wait")
+        try mpd.mpc("add", "/")
+        let (server, remote, port) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpd.port)"])
+        defer { server.signal(SIGKILL) }
+
+        // mpd stopped: a pause, not a party that counts on.
+        let stopped = try await remote.wait(timeout: 5) { $0.paused }
+        XCTAssertNotNil(stopped, server.stderr)
+        XCTAssertEqual(stopped?.status.queue.first?.title, "mpd at 127.0.0.1:\(mpd.port)", "no song: named after mpd")
+        // A listener that joins meanwhile is told each song too.
+        let listener = try startProcess(productPath("listener"), ["join", "--host", "127.0.0.1:\(port)", "--output", "null"])
+        defer { listener.signal(SIGKILL) }
+        XCTAssertTrue(listener.waitForStderr("connected", timeout: 20), listener.stderr)
+        try mpd.mpc("play")
+        let playing = try await remote.wait(timeout: 5) { !$0.paused && Self.title($0) == "Song One" }
+        XCTAssertNotNil(playing, server.stderr)
+        let first = playing?.status.queue.first
+        XCTAssertEqual(first?.artist, "The Testers")
+        XCTAssertEqual(first?.album, "Fixtures")
+        XCTAssertEqual(first?.durationSeconds ?? 0, Self.songSeconds, accuracy: 0.1)
+        XCTAssertEqual(first?.hasCover, false)
+
+        for (command, expected) in [("next", "Song Two"), ("next", "Song Three"), ("prev", "Song Two")] {
+            let asked = monotonicNow()
+            try mpd.mpc(command)
+            let shown = try await remote.wait(timeout: 5, since: asked) { Self.title($0) == expected }
+            XCTAssertNotNil(shown, "\(expected) never shown: \(server.stderr)")
+            XCTAssertLessThan(shown?.seconds ?? 99, 1, "\(expected) shown \(shown?.seconds ?? 99) s after mpc")
+            print(String(format: "mpc %@: %@ shown %.3f s after", command, expected, shown?.seconds ?? 99))
+        }
+        // Song Two's picture, read from mpd, byte for byte.
+        let withCover = try await remote.wait(timeout: 5) { $0.queue.first?.hasCover == true }
+        XCTAssertNotNil(withCover, server.stderr)
+        let id = try XCTUnwrap(withCover?.status.current)
+        let served = try await remote.get("/api/items/\(id)/cover")
+        XCTAssertEqual(served, cover)
+        // Song Three played for a moment too short to reach the listener's speaker: it never shows there.
+        for title in ["Song One", "Song Two"] {
+            XCTAssertTrue(listener.waitForStderr("now playing: \(title)", timeout: 5), "the listener was not told \(title): \(listener.stderr)")
+        }
+
+        // The remote's pause pauses mpd: by the time it answers, mpd says so.
+        let paused = try await remote.post("/api/pause")
+        XCTAssertTrue(paused.paused)
+        XCTAssertTrue(try mpd.mpc("status").contains("[paused]"))
+        // mpd's own play and pause, followed within 1 s.
+        var asked = monotonicNow()
+        try mpd.mpc("play")
+        let resumed = try await remote.wait(timeout: 5, since: asked) { !$0.paused }
+        XCTAssertLessThan(resumed?.seconds ?? 99, 1, server.stderr)
+        asked = monotonicNow()
+        try mpd.mpc("pause")
+        let pausedByMPD = try await remote.wait(timeout: 5, since: asked) { $0.paused }
+        XCTAssertLessThan(pausedByMPD?.seconds ?? 99, 1, server.stderr)
+        // And `ctl`, as a user would: resume, next, seek and previous, each answered with mpd's result.
+        func ctl(_ arguments: String...) throws -> String {
+            let result = try runProcess(broadcaster, ["ctl", "--url", remote.base] + arguments, timeout: 20)
+            XCTAssertEqual(result.status, 0, "ctl \(arguments): \(result.stderr)")
+            return result.stdout
+        }
+        XCTAssertTrue(try ctl("resume").contains("playing"))
+        XCTAssertTrue(try mpd.mpc("status").contains("[playing]"))
+        XCTAssertTrue(try ctl("next").contains("Song Three"))
+        XCTAssertTrue(try mpd.mpc("current").contains("Song Three"))
+        let sought = try ctl("seek", "20")
+        let position = try XCTUnwrap(sought.firstMatch(of: /(\d+):(\d\d) \//).map { Int($0.1)! * 60 + Int($0.2)! }, sought)
+        XCTAssertGreaterThanOrEqual(position, 20, sought)
+        XCTAssertTrue(try mpd.mpc("status").contains("0:2"), "mpd did not seek")
+        XCTAssertTrue(try ctl("previous").contains("Song Two"))
+        XCTAssertTrue(try mpd.mpc("current").contains("Song Two"))
+        XCTAssertTrue(server.isRunning, server.stderr)
+    }
+
+    /// mpd's pause as a listener hears it: the party's own pause, a fade to silence at its cut and
+    /// a fade in at the resume, not the abrupt stop of a pipe run dry (the party counting on while
+    /// its LiveBuffer empties, as before --mpd).
+    func testMPDsPauseIsHeardAsAFadeNotAnUnderrun() async throws {
+        let (directory, fifo, _) = try makeLibrary()
+        let mpd = try MPD(directory: directory, fifo: fifo)
+        defer { mpd.stop() }
+        try mpd.mpc("update", "--wait")
+        try mpd.mpc("add", "1.mp3")
+        let (server, remote, port) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpd.port)", "--codec", "pcm"])
+        defer { server.signal(SIGKILL) }
+        let listener = try startProcess(productPath("listener"), ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/heard.wav",
+                                                                  "--once", "--quiet"])
+        defer { listener.signal(SIGKILL) }
+        XCTAssertTrue(server.waitForStderr("joined", timeout: 20), server.stderr)
+        try mpd.mpc("play")
+        let heardAWhile = try await remote.wait(timeout: 10) { !$0.paused && $0.elapsedSeconds >= 4 }
+        XCTAssertNotNil(heardAWhile, server.stderr)
+        // When the party showed each change: its cut is heard a control margin (160 ms) and a fade later.
+        var asked = monotonicNow()
+        try mpd.mpc("pause")
+        let paused = try await remote.wait(timeout: 5, since: asked) { $0.paused }
+        let pausedAt = asked + Int64((paused?.seconds ?? 0) * 1e9)
+        XCTAssertNotNil(paused, server.stderr)
+        // The pause lasts as long as a user's would; then two seconds of the song again.
+        try await letTimePass(1)
+        asked = monotonicNow()
+        try mpd.mpc("play")
+        let playing = try await remote.wait(timeout: 5, since: asked) { !$0.paused }
+        let resumedAt = asked + Int64((playing?.seconds ?? 0) * 1e9)
+        XCTAssertNotNil(playing, server.stderr)
+        try await letTimePass(2)
+        server.signal(SIGINT)
+        XCTAssertEqual(listener.wait(timeout: 20).status, 0, listener.stderr)
+        let served = server.wait(timeout: 20)
+        XCTAssertEqual(served.status, 0, served.stderr)
+
+        let heard = try CardRecording(path: "\(directory)/heard.wav", name: "heard")
+        let rate = Int(heard.rate)
+        guard let silent = heard.silenceStart(from: heard.frame(at: pausedAt), run: rate * 3 / 10), let back = heard.soundStart(from: silent) else {
+            return XCTFail("no pause in the recording: \(served.stderr)")
+        }
+        func late(_ frame: Int, _ time: Int64) -> Double { Double(heard.time(ofFrame: Double(frame)) - time) / 1e9 }
+        XCTAssertEqual(late(silent, pausedAt), 0.25, accuracy: 0.25, "the silence heard is the pause's: \(served.stderr)")
+        XCTAssertEqual(late(back, resumedAt), 0.25, accuracy: 0.25, "the sound after it is the resume's: \(served.stderr)")
+        // A 5 ms fade (240 frames) changes the gain by a few hundredths a frame at most (measured
+        // 0.005-0.026 on a debug build at load 7); running dry, by about 1 at once (0.90-1.13 with
+        // mpd's pause not followed). Fitted to the tone over the 0.1 s next to each edge.
+        let (edge, fit) = (rate / 100, rate / 10)
+        let out = heard.largestGainStep(over: silent - edge..<silent + edge, before: silent - edge - fit..<silent - edge, frequencies: [440])
+        let into = heard.largestGainStep(over: back - edge..<back + edge, before: back + edge..<back + edge + fit, frequencies: [440])
+        print(String(format: "mpd's pause: the largest gain step a frame was %.4f going out, %.4f coming back", out, into))
+        XCTAssertLessThan(out, 0.2, "an abrupt stop, not a fade")
+        XCTAssertLessThan(into, 0.2, "an abrupt start, not a fade")
+    }
+
+    /// mpd away when the party starts, back, and gone again: the broadcaster waits for it (refusing
+    /// what only mpd can do meanwhile), follows it once it is up, and shows a pause when it goes,
+    /// with one line each time, the party going on.
+    func testTheBroadcasterOutlivesMPD() async throws {
+        let (directory, fifo, _) = try makeLibrary()
+        let mpdPort = freePort()
+        let (server, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(mpdPort)"])
+        defer { server.signal(SIGKILL) }
+        XCTAssertTrue(server.waitForStderr("mpd at 127.0.0.1:\(mpdPort)", timeout: 10), server.stderr)
+        let refused = try runProcess(broadcaster, ["ctl", "--url", remote.base, "pause"], timeout: 20)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("cannot be reached now"), refused.stderr)
+
+        let mpd = try MPD(directory: directory, fifo: fifo, port: mpdPort)
+        defer { mpd.stop() }
+        try mpd.mpc("update", "--wait")
+        try mpd.mpc("add", "/")
+        try mpd.mpc("play")
+        let playing = try await remote.wait(timeout: 10) { !$0.paused && Self.title($0) == "Song One" }
+        XCTAssertNotNil(playing, server.stderr)
+        mpd.stop()
+        let paused = try await remote.wait(timeout: 5) { $0.paused }
+        XCTAssertNotNil(paused, server.stderr)
+        XCTAssertTrue(server.waitForStderr("went away", timeout: 5), server.stderr)
+        XCTAssertTrue(server.isRunning, "the party ended with mpd: \(server.stderr)")
+    }
+
+    /// A hostile "mpd" (a Python server speaking mpd's protocol): a title of a thousand characters
+    /// with terminal escapes, and a picture that never ends. The party shows the title cleaned and
+    /// cut, refuses the picture with one line once 4 MiB have come, and goes on.
+    func testAHostileMPDIsCleanedAndBounded() async throws {
+        let fifo = try temporaryDirectory() + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let port = freePort()
+        let fake = #"""
+            import socket, sys
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", int(sys.argv[1])))
+            server.listen(4)
+            title = "\x1b[2JEvil\x07 " + "x" * 1000
+            while True:
+                connection, _ = server.accept()
+                connection.sendall(b"OK MPD 0.23.0\n")
+                for line in connection.makefile("rb"):
+                    command = line.split()[0].decode()
+                    if command == "status":
+                        answer = b"state: play\nsongid: 7\nelapsed: 12.5\nduration: 99999999999999\nOK\n"
+                    elif command == "currentsong":
+                        answer = ("file: evil.mp3\nTitle: " + title + "\nArtist: \x1b]0;owned\x07Band\nId: 7\nOK\n").encode()
+                    elif command in ("readpicture", "albumart"):
+                        answer = b"size: 99999999999\ntype: image/png\nbinary: 8192\n" + bytes(8192) + b"\nOK\n"
+                    elif command == "idle":
+                        continue
+                    else:
+                        answer = b"OK\n"
+                    connection.sendall(answer)
+            """#
+        let server = try startProcess("python3", ["-c", fake, "\(port)"])
+        defer { server.signal(SIGKILL) }
+        XCTAssertTrue(waitForPort(port, timeout: 10), server.stderr)
+        let (broadcast, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(port)"])
+        defer { broadcast.signal(SIGKILL) }
+        let shown = try await remote.wait(timeout: 10) { $0.queue.first?.artist != nil }
+        let item = try XCTUnwrap(shown?.status.queue.first, broadcast.stderr)
+        // The escape's control character gone (what follows it is plain text), cut at 200 characters.
+        XCTAssertEqual(item.title, "[2JEvil " + String(repeating: "x", count: 192) + "…")
+        XCTAssertEqual(item.artist, "]0;owned Band")
+        XCTAssertTrue(broadcast.waitForStderr("is over 4 MiB: not shown", timeout: 30), broadcast.stderr)
+        XCTAssertEqual(broadcast.stderr.components(separatedBy: "over 4 MiB").count, 2, "one line: \(broadcast.stderr)")
+        let status = try await remote.status()
+        XCTAssertFalse(status.queue.first?.hasCover ?? true)
+        XCTAssertFalse(status.paused, "mpd says it plays")
+        XCTAssertTrue(broadcast.isRunning)
+    }
+
+    /// A pipe without mpd takes its title from --title; --title and --mpd say when they do not fit.
+    func testAPlainPipeTakesItsTitle() async throws {
+        let fifo = try temporaryDirectory() + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let (server, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--title", "Kitchen\u{1B}[2J Radio", "--pcm-format", "48000:16:2"])
+        defer { server.signal(SIGKILL) }
+        let status = try await remote.status()
+        XCTAssertEqual(status.queue.map(\.title), ["Kitchen [2J Radio"], "control characters cleaned: \(server.stderr)")
+        let noPipe = try runProcess(broadcaster, ["share", "tone:440:1", "--title", "X", "--no-mdns"], timeout: 20)
+        XCTAssertEqual(noPipe.status, 64, noPipe.stderr)
+        XCTAssertTrue(noPipe.stderr.contains("--title names a pipe"), noPipe.stderr)
+        let notAPipe = try runProcess(broadcaster, ["share", "tone:440:1", "--mpd", "127.0.0.1:6600", "--no-mdns"], timeout: 20)
+        XCTAssertEqual(notAPipe.status, 64, notAPipe.stderr)
+        XCTAssertTrue(notAPipe.stderr.contains("--mpd follows the pipe"), notAPipe.stderr)
+    }
+}
