@@ -175,8 +175,9 @@ final class StationPartyOnLANTests: XCTestCase {
             func µs(_ value: Double?) -> String { value.map { "\(Int($0.rounded())) µs" } ?? "none" }
             let figures = "\(s.name): \(s.points) points, median \(µs(s.medianMicroseconds)), p99 \(µs(s.p99Microseconds)), max \(µs(s.maxMicroseconds))"
             print("StationPartyOnLANTests: skew \(figures)")
-            // About 20 s settled at 10 points a second, less the restart's silence.
-            XCTAssertGreaterThan(s.points, 100, figures)
+            // About 20 s settled at 10 points a second, less the restart's silence: icecast2's 1.5-2 s
+            // off air plus the reconnect back-off's next step (0.25 s doubling), so 2-4 s (95-115 points).
+            XCTAssertGreaterThan(s.points, 80, figures)
             XCTAssertLessThanOrEqual(s.p99Microseconds ?? .infinity, 100, "p99: \(figures) (every point in \(directory)/skew.csv)")
             XCTAssertLessThanOrEqual(s.maxMicroseconds ?? .infinity, 500, "max: \(figures) (every point in \(directory)/skew.csv)")
         }
