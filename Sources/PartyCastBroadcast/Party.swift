@@ -45,6 +45,7 @@ public final class Party: PartyControl {
     /// What the remote page offers to add: the files the broadcaster was started with, then the library's.
     private let libraryFiles: [String]
     private let libraryFolder: Library
+    private let catalogue: LibraryCatalogue
     private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
     /// The monotonic clock; a test's own when it drives the pacer by hand.
     let now: @Sendable () -> UInt64
@@ -84,6 +85,8 @@ public final class Party: PartyControl {
             state.queue.append(PartyItem.probe(source, id: state.nextItemID, passingThrough: options.codec.passesThrough))
             state.nextItemID += 1
         }
+        let known = Dictionary(state.queue.map { ($0.source.spec, $0.tags) }, uniquingKeysWith: { first, _ in first })
+        catalogue = LibraryCatalogue(files: libraryFiles, known: known, opener: opener)
         let covers = Dictionary(uniqueKeysWithValues: state.queue.compactMap { item in item.cover.map { (item.id, $0) } })
         published.withLockedValue { [state] p in
             p.view.queue = state.queue.map(\.view)
@@ -126,7 +129,7 @@ public final class Party: PartyControl {
 
     // MARK: The remotes' side (any thread)
 
-    public var library: [String] { libraryFiles }
+    public var library: [LibraryEntry] { catalogue.list }
 
     public func perform(_ command: PartyCommand) async -> Result<PartySnapshot, PartyCommandError> {
         let request: Request
@@ -181,6 +184,7 @@ public final class Party: PartyControl {
     /// Ends `run()` soon; the listeners are told goodbye by `sayGoodbye`.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
+        catalogue.stop()
         wakeup.signal()
     }
 
