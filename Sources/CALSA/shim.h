@@ -14,6 +14,7 @@
     F(snd_pcm_delay) \
     F(snd_pcm_avail_delay) \
     F(snd_pcm_wait) \
+    F(snd_pcm_state) \
     F(snd_pcm_drain) \
     F(snd_pcm_close) \
     F(snd_strerror) \
