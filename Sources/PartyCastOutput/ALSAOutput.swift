@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// alsa-lib, opened by the first ALSA device.
-private let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
+let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
 
 /// One ALSA playback handle. Every alsa-lib call sits behind a small method that turns a negative
 /// return into a `PartyCastError` with alsa-lib's own message.
