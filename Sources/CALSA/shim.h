@@ -14,13 +14,35 @@
     F(snd_pcm_delay) \
     F(snd_pcm_avail_delay) \
     F(snd_pcm_wait) \
+    F(snd_pcm_state) \
     F(snd_pcm_drain) \
     F(snd_pcm_close) \
     F(snd_strerror) \
     F(snd_lib_error_set_handler) \
     F(snd_device_name_hint) \
     F(snd_device_name_get_hint) \
-    F(snd_device_name_free_hint)
+    F(snd_device_name_free_hint) \
+    F(snd_pcm_info_malloc) \
+    F(snd_pcm_info) \
+    F(snd_pcm_info_get_card) \
+    F(snd_pcm_info_free) \
+    F(snd_mixer_open) \
+    F(snd_mixer_attach) \
+    F(snd_mixer_selem_register) \
+    F(snd_mixer_load) \
+    F(snd_mixer_close) \
+    F(snd_mixer_first_elem) \
+    F(snd_mixer_elem_next) \
+    F(snd_mixer_selem_get_name) \
+    F(snd_mixer_selem_get_index) \
+    F(snd_mixer_selem_is_active) \
+    F(snd_mixer_selem_has_playback_volume) \
+    F(snd_mixer_selem_has_playback_switch) \
+    F(snd_mixer_selem_get_playback_volume_range) \
+    F(snd_mixer_selem_get_playback_dB_range) \
+    F(snd_mixer_selem_set_playback_volume_all) \
+    F(snd_mixer_selem_set_playback_dB_all) \
+    F(snd_mixer_selem_set_playback_switch_all)
 
 PARTYCAST_LAZY_LIBRARY(PartyCastALSAFunctions, partycast_alsa_open, "libasound.so.2", PARTYCAST_ALSA_FUNCTIONS)
 

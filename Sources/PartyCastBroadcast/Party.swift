@@ -45,6 +45,7 @@ public final class Party: PartyControl {
     /// What the remote page offers to add: the files the broadcaster was started with, then the library's.
     private let libraryFiles: [String]
     private let libraryFolder: Library
+    private let catalogue: LibraryCatalogue
     private let opener: @Sendable (String) throws(PartyCastError) -> ResolvedSource
     /// The player behind the party's pipe (mpd) and the pipe's item: its transport commands go there.
     let companion: (item: Int, link: any SourceCompanion)?
@@ -93,6 +94,8 @@ public final class Party: PartyControl {
         }
         self.companion = companion.flatMap { link in initial.queue.first.map { ($0.id, link) } }
         state = initial
+        let known = Dictionary(initial.queue.map { ($0.source.spec, $0.tags) }, uniquingKeysWith: { first, _ in first })
+        catalogue = LibraryCatalogue(files: libraryFiles, known: known, opener: opener)
         let covers = Dictionary(uniqueKeysWithValues: state.queue.compactMap { item in item.cover.map { (item.id, $0) } })
         published.withLockedValue { [state] p in
             p.view.queue = state.queue.map(\.view)
@@ -138,7 +141,7 @@ public final class Party: PartyControl {
 
     // MARK: The remotes' side (any thread)
 
-    public var library: [String] { libraryFiles }
+    public var library: [LibraryEntry] { catalogue.list }
 
     public func perform(_ command: PartyCommand) async -> Result<PartySnapshot, PartyCommandError> {
         let request: Request
@@ -222,6 +225,7 @@ public final class Party: PartyControl {
     /// Ends `run()` soon; the listeners are told goodbye by `sayGoodbye`.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
+        catalogue.stop()
         wakeup.signal()
     }
 

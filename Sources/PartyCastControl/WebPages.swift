@@ -6,8 +6,9 @@ import Logging
 /// The web page's files (Web/ in the source tree, a SwiftPM resource), read once at start.
 struct WebPages: Sendable {
     private static let types = ["html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8",
-                                "css": "text/css; charset=utf-8", "yaml": "application/yaml; charset=utf-8"]
-    private static let files = ["index.html", "app.js", "style.css", "openapi.yaml"]
+                                "css": "text/css; charset=utf-8", "yaml": "application/yaml; charset=utf-8",
+                                "svg": "image/svg+xml"]
+    private static let files = ["index.html", "app.js", "style.css", "favicon.svg", "openapi.yaml"]
     /// The page loads nothing from elsewhere and runs no inline script; covers come as blob: URLs.
     private static let policy = "default-src 'self'; img-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'"
     private let contents: [String: (type: String, bytes: [UInt8])]

@@ -133,6 +133,20 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
     public init() {}
 }
 
+/// A file `add` accepts, with the title and artist its tags give (nil until they are read, or
+/// when it has none: a page shows its file name then).
+public struct LibraryEntry: Sendable, Equatable, Codable {
+    public var path: String
+    public var title: String?
+    public var artist: String?
+
+    public init(path: String, title: String? = nil, artist: String? = nil) {
+        self.path = path
+        self.title = title
+        self.artist = artist
+    }
+}
+
 /// The seam between the party and its remotes: implemented by `Party`.
 public protocol PartyControl: Sendable {
     /// Queues a command and waits for the party to apply or refuse it.
@@ -141,8 +155,8 @@ public protocol PartyControl: Sendable {
     /// Every snapshot from now on, the current one first; changes that come faster than the reader
     /// takes them are coalesced (the newest wins).
     func snapshots() -> AsyncStream<PartySnapshot>
-    /// Files that `add` accepts: under `--library` and those the broadcaster was started with.
-    var library: [String] { get }
+    /// Files that `add` accepts: those the broadcaster was started with, then those under `--library`.
+    var library: [LibraryEntry] { get }
     /// The picture of an item (ID3 APIC): MIME type and bytes.
     func cover(item: Int) -> (mimeType: String, bytes: [UInt8])?
 }

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// alsa-lib, opened by the first ALSA device.
-private let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
+let alsaLibrary = loadCLibrary("alsa-lib", code: .output, partycast_alsa_open)
 
 /// One ALSA playback handle. Every alsa-lib call sits behind a small method that turns a negative
 /// return into a `PartyCastError` with alsa-lib's own message.
@@ -69,6 +69,8 @@ struct ALSAPCM: @unchecked Sendable {
         var avail: snd_pcm_sframes_t = 0
         var delay: snd_pcm_sframes_t = 0
         var result = alsa.snd_pcm_avail_delay(handle, &avail, &delay)
+        // PulseAudio's plugin answers EIO until the first write: nothing is queued yet, so there is room.
+        if result < 0 && alsa.snd_pcm_state(handle) == SND_PCM_STATE_PREPARED { return (frames, 0, 0) }
         if result >= 0 && avail < frames {
             _ = alsa.snd_pcm_wait(handle, timeoutMilliseconds)
             result = alsa.snd_pcm_avail_delay(handle, &avail, &delay)

@@ -21,6 +21,8 @@ public struct PlayerOptions: Sendable {
     /// How often observers hear the status while its state stays the same (a status line: 0.1 s);
     /// nil: only on state changes, and the player sleeps until something happens.
     public var statusIntervalSeconds: Double? = 0.1
+    /// Where a broadcast's gains are applied.
+    public var volume = VolumeApplication.software
 
     public init(startSeconds: Double? = nil) { self.startSeconds = startSeconds }
 }
@@ -300,7 +302,7 @@ public final class Player: Sendable {
         // A live source's frames are kept on its timeline in both modes, so cuts and gains find them.
         let timed = source as? ScheduledPCMSource
         var timeline = TimelineKeeper(sampleRate: format.sampleRate)
-        var edits = TimelineEdits()
+        var edits = TimelineEdits(volume: options.volume)
         while !stopRequested.load(ordering: .acquiring) && !isStopping {
             if let command = shared.withLockedValue({ $0.commands.isEmpty ? nil : $0.commands.removeFirst() }) {
                 let target: Int
@@ -336,7 +338,7 @@ public final class Player: Sendable {
                     wakeup.signal()
                 }
                 if let timed {
-                    edits.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
+                    try edits.apply(timed.takeTimelineEvents(), renderer: renderer, timeline: &timeline)
                     if let frame = timed.lastProducedFrame {
                         switch timeline.place(frame: frame, frames: pending.count / format.channels) {
                         case .continues: break

@@ -1,9 +1,25 @@
 import PartyCastClock
+import PartyCastCore
 import PartyCastOutput
+
+/// Where the gains a broadcast sends (its volume, the listener's, and silence for a mute or a
+/// pause) are applied (`listener join --mixer`).
+public enum VolumeApplication: Sendable {
+    /// In the samples: the renderer's gain curve.
+    case software
+    /// The level on the card's mixer, set when the gain comes (up to the broadcast's lead before it
+    /// is heard); the samples stay at full scale. Silence stays in the samples, at its frame: a gain
+    /// of 0 does not say whether it is a mute or a pause, and a pause must be heard at the same
+    /// instant everywhere.
+    case hardware(ALSAMixer)
+    /// Nowhere: full scale, silence still in the samples.
+    case none
+}
 
 /// The producer's side of a live broadcast's timeline events: it cuts the ring at withdrawn frames
 /// and keeps the gain curve the output thread reads.
 struct TimelineEdits {
+    let volume: VolumeApplication
     private var gains = GainCurve()
     /// The cut asked of the output thread and not yet answered, if any: its ticket and frame.
     private var cut: (ticket: Int, frame: Int)?
@@ -11,7 +27,9 @@ struct TimelineEdits {
     /// identifies plays one chime at a time rather than restarting it over and over.
     private var lastChime = 0..<0
 
-    mutating func apply(_ events: [TimelineEvent], renderer: Renderer, timeline: inout TimelineKeeper) {
+    init(volume: VolumeApplication) { self.volume = volume }
+
+    mutating func apply(_ events: [TimelineEvent], renderer: Renderer, timeline: inout TimelineKeeper) throws(PartyCastError) {
         var gainsChanged = false
         for event in events {
             switch event {
@@ -26,7 +44,15 @@ struct TimelineEdits {
                     cut = (renderer.requestCut(atFrame: frame), frame)
                 }
             case .gain(let gain, let frame, let ramp):
-                gains.set(gain, atFrame: frame, rampFrames: ramp)
+                switch volume {
+                case .software:
+                    gains.set(gain, atFrame: frame, rampFrames: ramp)
+                case .hardware(let mixer):
+                    if gain > 0 { try mixer.set(gain: gain) }
+                    gains.set(gain > 0 ? 1 : 0, atFrame: frame, rampFrames: ramp)
+                case .none:
+                    gains.set(gain > 0 ? 1 : 0, atFrame: frame, rampFrames: ramp)
+                }
                 gainsChanged = true
             case .identify(let asked):
                 // Party mode plays each frame at its time, so the one asked for is still to come. The

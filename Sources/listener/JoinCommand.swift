@@ -104,6 +104,11 @@ struct Join: ParsableCommand {
                                valueName: ChannelAssignment.names))
     var channel = ChannelAssignment.stereo
 
+    @Option(help: ArgumentHelp(
+        "Where the party's volume is applied: software (in the samples), hardware (on the output card's mixer control CONTROL, else its first playback volume control, such as Master or PCM: the samples keep their full resolution) or none (full scale, for an amplifier with its own volume knob). hardware and none need an alsa output.",
+        valueName: MixerChoice.names))
+    var mixer = "software"
+
     @OptionGroup var key: PartyKeyOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -125,6 +130,19 @@ struct Join: ParsableCommand {
             guard host == nil, name?.isEmpty ?? true else { throw ValidationError("--sendspin names the server: no NAME or --host with it") }
         }
         guard abs(latencyOffsetMilliseconds) <= 2000 else { throw ValidationError("--latency-offset takes −2000…2000 ms") }
+        do { _ = try MixerChoice(parsing: mixer) } catch { throw ValidationError(error.message) }
+    }
+
+    /// Where the party's volume goes (`--mixer`): only an ALSA output has a mixer, or a volume to leave alone.
+    private func volumeApplication(on device: AudioOutput) throws -> VolumeApplication {
+        let choice: MixerChoice
+        do { choice = try MixerChoice(parsing: mixer) } catch { throw ValidationError(error.message) }
+        if choice == .software { return .software }
+        guard let alsa = device as? ALSAOutput else {
+            throw ValidationError("--mixer \(mixer) needs an alsa output (--output alsa[:DEVICE]): \(device.name) has no mixer, and its volume is in its samples")
+        }
+        guard case .hardware(let control) = choice else { return .none }
+        do { return .hardware(try ALSAMixer.open(device: alsa.device, control: control)) } catch { throw exitFailing(error, program: "listener") }
     }
 
     /// The listener's clock: the machine's, or the simulated one --simulate-clock asks for.
@@ -145,6 +163,7 @@ struct Join: ParsableCommand {
         let clock = try simulatedClock()
         let device = try resolveOutput(output, clock: clock, logger: logger)
         var playerOptions = PlayerOptions()
+        playerOptions.volume = try volumeApplication(on: device)
         playerOptions.sync = !noSync
         playerOptions.latencyOffsetSeconds = latencyOffsetMilliseconds / 1000
         playerOptions.channel = channel

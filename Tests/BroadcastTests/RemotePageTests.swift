@@ -4,7 +4,8 @@ import XCTest
 
 /// The web remote in headless Chromium (Tests/Browser/remote_test.py) against a real party: a
 /// broadcaster sharing the tagged fixture and three listeners on simulated cards. The page must show
-/// the title; its pause button must silence every listener's recording; the volume slider it moves
+/// the title, and the library by the titles of the files' tags (one read in the background, from
+/// --library); its pause button must silence every listener's recording; the volume slider it moves
 /// (while paused) must change that listener's level, and only that one's, once it resumes.
 final class RemotePageTests: XCTestCase {
     func testThePageControlsAPartyOfThree() throws {
@@ -12,7 +13,10 @@ final class RemotePageTests: XCTestCase {
         try ensureHeadlessBrowser()
         let directory = try temporaryDirectory()
         let (port, controlPort) = (freePort(), freePort())
+        try FileManager.default.createDirectory(atPath: "\(directory)/library", withIntermediateDirectories: false)
+        try FileManager.default.copyItem(atPath: try fixture("id3v2.mp3"), toPath: "\(directory)/library/tagged.mp3")
         let server = try startProcess("\(bin)/broadcaster", ["share", try fixture("id3v2.mp3"), "--loop", "--no-mdns", "--port", "\(port)",
+                                                             "--library", "\(directory)/library",
                                                              "--control-port", "\(controlPort)", "--start-in", "1", "--name", "Garden party"])
         defer { server.signal(SIGKILL) }
         XCTAssertTrue(server.waitForStderr("remote control", timeout: 20), server.stderr)
@@ -28,6 +32,7 @@ final class RemotePageTests: XCTestCase {
         let driven = try runProcess(testDriver("python"), [script], timeout: 240, environment: [
             "PARTYCAST_REMOTE_URL": "http://127.0.0.1:\(controlPort)/", "PARTYCAST_SCREENSHOT": screenshot,
             "PARTYCAST_EXPECT_LISTENERS": "3", "PARTYCAST_EXPECT_TITLE": "Fixture Title", "PARTYCAST_RESUME": "1",
+            "PARTYCAST_EXPECT_LIBRARY": #"{"id3v2.mp3": "Fixture Title", "/tagged.mp3": "Fixture Title"}"#,
         ])
         XCTAssertEqual(driven.status, 0, driven.stdout + driven.stderr)
         let png = FileManager.default.contents(atPath: screenshot) ?? Data()

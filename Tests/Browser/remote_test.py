@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Drives the PartyCast remote page in headless Chromium, as a person on a phone would.
 
-Loads the page, waits until it is live (WebSocket connected, a title shown), presses pause, moves a
-listener's volume slider, checks both through the JSON API, and saves a screenshot.
+Loads the page, waits until it is live (WebSocket connected, a title shows), presses pause, moves a
+listener's volume slider, checks both through the JSON API, checks the layout a phone shows (times on
+one line, disabled buttons that look it, rows that say they can be tapped, durations clear of artists,
+the library by title, a favicon, nothing in the console), and saves a screenshot.
 
 Environment:
   PARTYCAST_REMOTE_URL         the remote's base URL, e.g. http://127.0.0.1:7361/ (required)
@@ -10,7 +12,10 @@ Environment:
   PARTYCAST_KEY                a private party's key (typed into the page's key form)
   PARTYCAST_EXPECT_LISTENERS   wait until at least this many listeners show (default 1; 0 skips the slider)
   PARTYCAST_EXPECT_TITLE       wait until the title contains this text
-  PARTYCAST_WINDOW             WIDTHxHEIGHT of the window (default 412x915, a phone)
+  PARTYCAST_WINDOW             WIDTHxHEIGHT of the window (default 360x740, a small phone)
+  PARTYCAST_EXPECT_LIBRARY     JSON {path suffix: title}: wait until the library's row of each file shows that title
+  PARTYCAST_EXPECT_END         1 to wait, after the rest, until the party ends (the caller stops it when the script
+                               says "remote page: waiting for the party to end" on stderr): every control disabled
   PARTYCAST_RESUME             1 to press resume at the end, leaving the party playing (default 1)
   PARTYCAST_IDENTIFY           1 to press the first listener's Identify button (default: not; it plays a chime)
   PARTYCAST_TIMEOUT            seconds to wait for each step (default 20)
@@ -36,7 +41,9 @@ SHOT = os.environ.get("PARTYCAST_SCREENSHOT", "partycast-remote.png")
 KEY = os.environ.get("PARTYCAST_KEY") or None
 LISTENERS = int(os.environ.get("PARTYCAST_EXPECT_LISTENERS", "1"))
 TITLE = os.environ.get("PARTYCAST_EXPECT_TITLE")
-WIDTH, HEIGHT = (int(n) for n in os.environ.get("PARTYCAST_WINDOW", "412x915").split("x"))
+WIDTH, HEIGHT = (int(n) for n in os.environ.get("PARTYCAST_WINDOW", "360x740").split("x"))
+LIBRARY = json.loads(os.environ.get("PARTYCAST_EXPECT_LIBRARY", "{}"))
+EXPECT_END = os.environ.get("PARTYCAST_EXPECT_END") == "1"
 RESUME = os.environ.get("PARTYCAST_RESUME", "1") == "1"
 IDENTIFY = os.environ.get("PARTYCAST_IDENTIFY") == "1"
 TIMEOUT = float(os.environ.get("PARTYCAST_TIMEOUT", "20"))
@@ -55,11 +62,81 @@ def step(name):
     print("step:", name, flush=True)
 
 
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+# A box's geometry and computed style, as the page lays it out.
+BOX = """const e = arguments[0], s = getComputedStyle(e), r = e.getBoundingClientRect();
+return {lines: e.getClientRects().length, whiteSpace: s.whiteSpace, cursor: s.cursor, opacity: Number(s.opacity),
+        disabled: e.matches(':disabled'), before: getComputedStyle(e, '::before').content, text: e.textContent,
+        left: r.left, right: r.right, top: r.top, bottom: r.bottom};"""
+
+
+def box(driver, element):
+    return driver.execute_script(BOX, element)
+
+
+def check_times(driver):
+    """The elapsed time and the duration ("--:--" for a live source) stay on one line each."""
+    for name in ("elapsed", "duration"):
+        b = box(driver, driver.find_element(By.ID, name))
+        check(b["whiteSpace"] == "nowrap" and b["lines"] == 1, f"#{name} {b['text']!r} is laid out on {b['lines']} lines ({b['whiteSpace']})")
+
+
+def check_queue(driver):
+    """Rows say they can be tapped; the first's ↑ and the last's ↓ look disabled; durations keep clear of artists."""
+    rows = driver.find_elements(By.CSS_SELECTOR, "#queue li")
+    check(rows, "no queue rows")
+    for row in rows:
+        play = box(driver, row.find_element(By.CSS_SELECTOR, ".play"))
+        check(play["cursor"] == "pointer" and "▶" in play["before"], f"row {play['text']!r}: cursor {play['cursor']}, before {play['before']}")
+        artist, duration = (box(driver, row.find_element(By.CSS_SELECTOR, c)) for c in (".artist", ".duration"))
+        if artist["text"] and duration["text"]:
+            apart = artist["right"] <= duration["left"] or duration["bottom"] <= artist["top"] or artist["bottom"] <= duration["top"]
+            check(apart, f"row {play['text']!r}: the duration {duration} overlaps the artist {artist}")
+    enabled = box(driver, driver.find_element(By.ID, "next"))
+    for button in (rows[0].find_element(By.CSS_SELECTOR, ".up"), rows[-1].find_element(By.CSS_SELECTOR, ".down")):
+        b = box(driver, button)
+        check(b["disabled"] and b["opacity"] <= 0.5 * enabled["opacity"] and b["cursor"] == "not-allowed",
+              f"a disabled {b['text']} looks enabled: opacity {b['opacity']} (enabled: {enabled['opacity']}), cursor {b['cursor']}")
+
+
+def check_library(driver, wait):
+    """Each file by its title (its file name without tags), its path as the tooltip."""
+    driver.find_element(By.CSS_SELECTOR, "#library-panel summary").click()
+
+    # Read in one go: loadLibrary() replaces the rows when its answer comes.
+    rows_now = """return [...document.querySelectorAll('#library li')].map(r => [r.dataset.path, r.querySelector('.title').textContent, r.title]);"""
+
+    def shown(d):
+        d.execute_script("loadLibrary()")  # the broadcaster reads the tags in the background
+        rows = d.execute_script(rows_now)
+        return rows if rows and all(any(path.endswith(suffix) and title == wanted for path, title, _ in rows)
+                                    for suffix, wanted in LIBRARY.items()) else None
+    rows = wait.until(shown)
+    for path, _, tooltip in rows:
+        check(tooltip == path, f"the library row of {path} has the tooltip {tooltip!r}")
+    print("library:", [(path, title) for path, title, _ in rows], flush=True)
+    driver.find_element(By.CSS_SELECTOR, "#library-panel summary").click()
+
+
+def check_favicon(driver):
+    href = driver.find_element(By.CSS_SELECTOR, "link[rel=icon]").get_attribute("href")
+    with urllib.request.urlopen(href, timeout=10) as response:
+        check(response.status == 200 and response.headers["Content-Type"].startswith("image/"), f"{href}: {response.status} {response.headers['Content-Type']}")
+    # A private party's first answer, 401, is how the page learns to ask for the key: not an error.
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE" and "status of 401" not in entry["message"]]
+    check(not errors, f"the console has errors: {errors}")
+
+
 def main():
     options = webdriver.ChromeOptions()
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                      f"--window-size={WIDTH},{HEIGHT}"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver_path = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     wait = WebDriverWait(driver, TIMEOUT)
@@ -114,6 +191,19 @@ def main():
                 listener.find_element(By.CSS_SELECTOR, ".identify").click()
                 wait.until(lambda _: status()["revision"] > revision)
 
+        step("layout at a phone's width")
+        check_times(driver)
+        check_queue(driver)
+        check_library(driver, wait)
+        check_favicon(driver)
+        live = [item["id"] for item in status()["queue"] if item.get("durationSeconds") is None]
+        if live:
+            step(f"tap the row of item {live[0]}, a live source")
+            driver.find_element(By.CSS_SELECTOR, f'#queue li[data-id="{live[0]}"] .play').click()
+            wait.until(lambda _: status()["current"] == live[0])
+            wait.until(lambda d: d.find_element(By.ID, "duration").text == "--:--")
+            check_times(driver)
+
         step("screenshot " + SHOT)
         # The whole page, top to bottom: now playing, queue and every listener in one picture.
         driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
@@ -127,6 +217,14 @@ def main():
             driver.find_element(By.ID, "resume").click()
             print("clicked resume at", time.monotonic_ns(), flush=True)
             wait.until(lambda _: not status()["paused"])
+        if EXPECT_END:
+            step("the party ends")
+            print("remote page: waiting for the party to end", file=sys.stderr, flush=True)
+            wait.until(EC.visibility_of_element_located((By.ID, "ended")))
+            for control in driver.find_elements(By.CSS_SELECTOR, "main button, main input, main select"):
+                check(not control.is_enabled(), f"{control.get_attribute('outerHTML')[:80]} is still enabled after the party ended")
+            print("connection:", driver.find_element(By.ID, "connection").text, flush=True)
+            driver.save_screenshot(SHOT.replace(".png", "-ended.png"))
         print("remote page: every step passed", flush=True)
         return 0
     except Exception as error:  # noqa: BLE001 — any failure is reported as the step it happened in

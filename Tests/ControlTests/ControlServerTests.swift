@@ -34,7 +34,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(status.contentType, "application/json")
         XCTAssertEqual(try status.snapshot(), party.snapshot)
         let library = try await call(.GET, "/api/library")
-        XCTAssertEqual(try JSONDecoder().decode([String].self, from: library.body), party.library)
+        XCTAssertEqual(try JSONDecoder().decode([LibraryEntry].self, from: library.body), party.library)
         XCTAssertEqual(party.performed, [], "reading is not a command")
     }
 
@@ -199,7 +199,8 @@ final class ControlServerTests: XCTestCase {
         for id in ["id=\"pause\"", "id=\"next\"", "id=\"previous\"", "id=\"seek\"", "id=\"title\"", "id=\"listeners\"", "id=\"queue\""] {
             XCTAssertTrue(page.text.contains(id), id)
         }
-        for (path, type) in [("/app.js", "text/javascript"), ("/style.css", "text/css"), ("/openapi.yaml", "application/yaml")] {
+        for (path, type) in [("/app.js", "text/javascript"), ("/style.css", "text/css"), ("/openapi.yaml", "application/yaml"),
+                             ("/favicon.svg", "image/svg+xml")] {
             let file = try await call(.GET, path)
             XCTAssertEqual(file.status, 200, path)
             XCTAssertTrue(file.contentType?.hasPrefix(type) == true, path)

@@ -15,7 +15,9 @@ final class RecordingParty: PartyControl {
     }
 
     private let state: LockedValueBox<State>
-    let library = ["music/one.mp3", "music/two.mp3", "music/covered.mp3"]
+    /// One file the party has read the tags of, one it has not (yet).
+    let library = [LibraryEntry(path: "music/one.mp3", title: "First Song", artist: "Artist A"),
+                   LibraryEntry(path: "music/two.mp3", title: "Second Song", artist: "Artist B"), LibraryEntry(path: "music/covered.mp3")]
     /// item id → picture; one claims a type a browser must not trust.
     let covers: [Int: (mimeType: String, bytes: [UInt8])] = [
         1: ("image/png", RecordingParty.png),
@@ -45,7 +47,8 @@ final class RecordingParty: PartyControl {
         snapshot.queue = [
             .init(id: 1, title: "First Song", artist: "Artist A", album: "Album A", durationSeconds: 180, hasCover: true),
             .init(id: 2, title: "Second Song", artist: "Artist B", durationSeconds: 200),
-            .init(id: 3, title: "Third Song", durationSeconds: 90, hasCover: true),
+            // A live source: no duration.
+            .init(id: 3, title: "Third Song", hasCover: true),
         ]
         snapshot.listeners = [
             .init(id: "L1", name: "Kitchen", host: "kitchen", address: "127.0.0.1", volume: 80, muted: false,
@@ -93,7 +96,7 @@ final class RecordingParty: PartyControl {
 
     func cover(item: Int) -> (mimeType: String, bytes: [UInt8])? { covers[item] }
 
-    private static func apply(_ command: PartyCommand, to s: inout PartySnapshot, nextItem: inout Int, library: [String]) -> PartyCommandError? {
+    private static func apply(_ command: PartyCommand, to s: inout PartySnapshot, nextItem: inout Int, library: [LibraryEntry]) -> PartyCommandError? {
         func item(_ id: Int) -> Int? { s.queue.firstIndex { $0.id == id } }
         func listener(_ name: String) -> Result<Int, PartyCommandError> {
             if let index = s.listeners.firstIndex(where: { $0.id == name }) { return .success(index) }
@@ -128,7 +131,7 @@ final class RecordingParty: PartyControl {
             s.current = id
             s.elapsedSeconds = 0
         case .add(let path):
-            guard library.contains(path) else { return .init(.notFound, "no such file: \(path)") }
+            guard library.contains(where: { $0.path == path }) else { return .init(.notFound, "no such file: \(path)") }
             s.queue.append(.init(id: nextItem, title: String(path.split(separator: "/").last ?? "")))
             nextItem += 1
         case .remove(let id):

@@ -7,7 +7,8 @@ import PartyCastWire
 import XCTest
 
 /// The web page in headless Chromium (Tests/Browser/remote_test.py): against a real broadcaster
-/// when PARTYCAST_REMOTE_URL names one, else against a server over the recording party.
+/// when PARTYCAST_REMOTE_URL names one, else against a server over the recording party, which the
+/// test stops at the end: the page must then disable its controls and say the party ended.
 /// PARTYCAST_SCREENSHOT says where the PNG goes. Skipped only when Chromium, its driver or
 /// Selenium are missing and cannot be installed.
 final class RemotePageBrowserTests: XCTestCase {
@@ -40,10 +41,13 @@ final class RemotePageBrowserTests: XCTestCase {
             variables["PARTYCAST_REMOTE_URL"] = "http://127.0.0.1:\(server!.port)/"
             variables["PARTYCAST_EXPECT_TITLE"] = "First Song"
             variables["PARTYCAST_IDENTIFY"] = "1"
+            variables["PARTYCAST_EXPECT_LIBRARY"] = #"{"music/one.mp3": "First Song", "music/covered.mp3": "covered.mp3"}"#
+            variables["PARTYCAST_EXPECT_END"] = "1"
         }
-        let ran = Result { try runProcess(testDriver("python"), [Self.script], timeout: 180, environment: variables) }
+        let script = try startProcess(testDriver("python"), [Self.script], environment: variables)
+        if server != nil { _ = script.waitForStderr("remote page: waiting for the party to end", timeout: 180) }
         await server?.stop()
-        let result = try ran.get()
+        let result = script.wait(timeout: 60)
         XCTAssertEqual(result.status, 0, "\(result.stdout)\n\(result.stderr)")
         let png = FileManager.default.contents(atPath: screenshot) ?? Data()
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "a PNG at \(screenshot)")

@@ -72,7 +72,7 @@ final class DebianPackageTests: XCTestCase {
         }
         // The web remote's files beside the broadcaster, where Bundle.module looks first.
         let broadcasterFiles = try runProcess("dpkg-deb", ["-c", packages.broadcaster]).stdout
-        for file in ["index.html", "app.js", "style.css", "openapi.yaml"] {
+        for file in ["index.html", "app.js", "style.css", "favicon.svg", "openapi.yaml"] {
             XCTAssertTrue(broadcasterFiles.contains("./usr/lib/partycast/PartyCast_PartyCastControl.resources/Web/\(file)\n"), "no \(file) in the broadcaster's package")
         }
     }

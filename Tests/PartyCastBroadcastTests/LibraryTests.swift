@@ -2,6 +2,7 @@ import Foundation
 @testable import PartyCastBroadcast
 import PartyCastControlSeam
 import PartyCastCore
+import PartyCastSources
 import XCTest
 
 /// What `add` may open of a library folder, on a real folder with real links: realpath(3) is the
@@ -80,5 +81,23 @@ final class LibraryTests: XCTestCase {
         XCTAssertThrowsError(try Library(folder: top + "/no such folder")) { error in
             XCTAssertEqual((error as? PartyCastError)?.message, "--library \(top!)/no such folder: no such folder")
         }
+    }
+
+    /// What the remotes list: the tags the party read of the files it started with, at once; a
+    /// library file's, read on the catalogue's thread (a tone stands in for a tagged file); one
+    /// that cannot be opened by its path alone.
+    func testTheCatalogueListsTitlesReadInTheBackground() throws {
+        let catalogue = LibraryCatalogue(files: ["started.mp3", "tone:440", "broken.mp3"],
+                                         known: ["started.mp3": TrackTags(title: "Started", artist: "Someone")]) { spec throws(PartyCastError) in
+            guard spec.hasPrefix("tone:") else { throw PartyCastError(.notAudio, "\(spec): not audio") }
+            return ResolvedSource(spec: spec, label: spec, isLive: false) { () throws(PartyCastError) -> PCMSource in
+                try ToneGenerator(spec: String(spec.dropFirst("tone:".count)))
+            }
+        }
+        XCTAssertEqual(catalogue.list.first, LibraryEntry(path: "started.mp3", title: "Started", artist: "Someone"))
+        let deadline = Date().addingTimeInterval(10)
+        while catalogue.list[1].title == nil && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(catalogue.list, [LibraryEntry(path: "started.mp3", title: "Started", artist: "Someone"),
+                                        LibraryEntry(path: "tone:440", title: "440 Hz tone"), LibraryEntry(path: "broken.mp3")])
     }
 }

@@ -112,6 +112,25 @@ final class TimelineEditPlayerTests: XCTestCase {
         XCTAssertEqual(seen.withLock { $0.offset }, 250)
     }
 
+    /// `--mixer none`: the volume is left to the amplifier, so a gain plays at full scale; a gain
+    /// of 0 (a mute, a pause) still silences, from its frame.
+    func testWithoutAMixerAGainPlaysAtFullScaleAndZeroStillSilences() throws {
+        let steps: [ScriptedPartySource.Step] = [
+            .events([.gain(0.25, atFrame: 0, rampFrames: 0), .gain(0, atFrame: 24_000, rampFrames: 0)], paused: false, latencyOffset: nil),
+            .audio(frame: 0, samples: [Float](repeating: 0.5, count: 96_000)),
+        ]
+        let path = try temporaryDirectory() + "/unmixed.wav"
+        var options = PlayerOptions()
+        options.sync = false
+        options.volume = .none
+        let player = Player(output: VirtualCardOutput(path: path), options: options) { () throws(PartyCastError) -> PCMSource in ScriptedPartySource(steps) }
+        XCTAssertEqual(player.run(), .endOfStream)
+        let heard = try readAudio(path).samples.drop { $0 == 0 }
+        XCTAssertEqual(heard.prefix { $0 != 0 }.count, 48_000, "frames 0..<24000 heard")
+        XCTAssertTrue(heard.prefix(48_000).allSatisfy { $0 == 0.5 }, "at full scale")
+        XCTAssertTrue(heard.dropFirst(48_000).allSatisfy { $0 == 0 }, "silent from the gain of 0 on")
+    }
+
     /// A channel the remote sets mid-song reaches the output thread through the renderer's atomic:
     /// on the real-time virtual card, every frame the source's left and right differ in plays as
     /// stereo until the change, then as what was set, and every frame written after the change is

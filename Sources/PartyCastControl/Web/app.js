@@ -9,6 +9,8 @@ let receivedAt = 0;           // performance.now() when `snapshot` arrived, to a
 let seeking = false;          // the user holds the seek bar: don't move it under their finger
 let socket = null;
 let retryDelay = 500;
+let live = false;             // the push channel is open: the party answers
+let offlineSince = 0;         // performance.now() when it stopped answering, to stop the clock there
 const covers = new Map();     // item id → object URL of its picture
 
 function partyKey() { return sessionStorage.getItem(keyStorage); }
@@ -81,7 +83,8 @@ function elapsedNow() {
   if (!snapshot) return 0;
   const item = currentItem();
   let elapsed = snapshot.elapsedSeconds;
-  if (!snapshot.paused && !snapshot.ended && item) elapsed += (performance.now() - receivedAt) / 1000;
+  const until = live ? performance.now() : Math.max(offlineSince, receivedAt);
+  if (!snapshot.paused && !snapshot.ended && item) elapsed += (until - receivedAt) / 1000;
   const duration = item && item.durationSeconds;
   return duration ? Math.min(elapsed, duration) : elapsed;
 }
@@ -158,8 +161,9 @@ function renderQueue(next) {
     row.dataset.testid = "queue-item-" + item.id;
     row.classList.toggle("current", item.id === next.current);
     row.classList.toggle("played", currentIndex >= 0 && index < currentIndex);
-    const label = item.artist ? item.title + " — " + item.artist : item.title;
-    $(".play", row).textContent = label + (item.durationSeconds ? "  " + clock(item.durationSeconds) : "");
+    $(".title", row).textContent = item.title;
+    $(".artist", row).textContent = item.artist || "";
+    $(".duration", row).textContent = item.durationSeconds ? clock(item.durationSeconds) : "";
     $(".play", row).onclick = () => command("POST", "queue/" + item.id + "/play");
     $(".up", row).disabled = index === 0;
     $(".up", row).onclick = () => command("POST", "queue/" + item.id + "/move", { index: index - 1 });
@@ -206,22 +210,22 @@ function renderListeners(next) {
   }
 }
 
+// Each file by its title and artist, its path beneath and as the tooltip; one without tags by its
+// file name. Loaded again whenever the panel opens: the broadcaster reads the tags in the background.
 async function loadLibrary() {
   const files = await api("GET", "library");
   if (!Array.isArray(files)) return;
   const list = $("#library");
   list.replaceChildren();
-  for (const path of files) {
-    const row = document.createElement("li");
-    row.dataset.path = path;
-    const name = document.createElement("span");
-    name.textContent = path;
-    const add = document.createElement("button");
-    add.type = "button";
-    add.className = "add";
-    add.textContent = "Add";
-    add.onclick = () => command("POST", "queue", { path });
-    row.append(name, add);
+  for (const file of files) {
+    const row = $("#library-item").content.firstElementChild.cloneNode(true);
+    row.title = file.path;
+    row.dataset.path = file.path;
+    row.dataset.search = [file.title, file.artist, file.path].filter(Boolean).join(" ").toLowerCase();
+    $(".title", row).textContent = file.title || file.path.split("/").pop();
+    $(".artist", row).textContent = file.artist || "";
+    $(".path", row).textContent = file.path;
+    $(".add", row).onclick = () => command("POST", "queue", { path: file.path });
     list.append(row);
   }
   filterLibrary();
@@ -229,28 +233,40 @@ async function loadLibrary() {
 
 function filterLibrary() {
   const words = $("#library-filter").value.toLowerCase();
-  for (const row of $("#library").children) row.hidden = !row.dataset.path.toLowerCase().includes(words);
+  for (const row of $("#library").children) row.hidden = !row.dataset.search.includes(words);
+}
+
+// Every control works only while the party answers: disabled (one fieldset) from the moment its
+// push channel closes. A reconnection that fails means the broadcaster is gone: the party has ended.
+function setLive(answering, gone) {
+  if (live && !answering) offlineSince = performance.now();
+  live = answering;
+  $("#controls").disabled = !answering;
+  $("#ended").hidden = answering || !gone;
+  $("#connection").textContent = answering ? "live" : (gone ? "party ended" : "reconnecting…");
+  $("#connection").className = answering ? "online" : "offline";
 }
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
   const ws = new WebSocket(scheme + location.host + "/api/events");
+  let opened = false;
   socket = ws;
   ws.onopen = () => {
+    opened = true;
     const key = partyKey();
     if (key) ws.send(JSON.stringify({ key }));
   };
   ws.onmessage = (event) => {
     retryDelay = 500;
-    $("#connection").textContent = "live";
-    $("#connection").className = "online";
+    setLive(true, false);
     render(JSON.parse(event.data));
   };
   ws.onclose = (event) => {
     if (socket !== ws) return;
     socket = null;
-    $("#connection").textContent = "reconnecting…";
-    $("#connection").className = "offline";
+    // 1001: the server is going away. Retrying goes on, should a service start it again.
+    setLive(false, !opened || event.code === 1001);
     if (event.code === 1008) { askForKey(event.reason || "wrong party key"); return; }
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
@@ -293,6 +309,7 @@ $("#tone").addEventListener("change", (event) => latest("PUT", "tone", { hertz: 
 $("#party-volume").addEventListener("input", (event) => { $("#party-volume-value").textContent = event.target.value; });
 $("#party-volume").addEventListener("change", (event) => latest("PUT", "volume", { percent: Number(event.target.value) }));
 $("#library-filter").addEventListener("input", filterLibrary);
+$("#library-panel").addEventListener("toggle", () => { if ($("#library-panel").open) loadLibrary(); });
 $("#cover").addEventListener("error", () => { $("#cover").hidden = true; });
 
 requestAnimationFrame(tick);
