@@ -26,8 +26,9 @@ final class BadLinkSyncTests: XCTestCase {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../scripts/lan/badlink.sh").standardized.path
     static let judgedLink = ["--jitter-ms", "0-20", "--loss", "1", "--stall-ms", "250", "--stall-every-s", "8"]
-    /// Seconds of song: long enough for three stalls and 25 s of settled points per listener.
-    static let songSeconds = 30
+    /// Seconds of song: long enough for several stalls, 30 s of settled points per listener, and
+    /// 25 s of exchanges for the bound's coverage (30 s songs gave a run of 86 % at load 10).
+    static let songSeconds = 36
     var bin = ""
     var environment: [String: String] = [:]
     private var started: [BackgroundProcess] = []
@@ -153,7 +154,7 @@ final class BadLinkSyncTests: XCTestCase {
             // The clock logs tell the estimator's share of a failure from the audio path's.
             let context = "\(figures(s)) (every point in \(directory)/skew.csv; the clock exchanges in \(directory)/*.clock, "
                 + "for partycast-clock-sim --judged-from 11 --replay)"
-            // ~25 s settled at 10 points a second: enough that p99 means something.
+            // ~30 s settled at 10 points a second: enough that p99 means something.
             XCTAssertGreaterThan(s.points, 200, context)
             XCTAssertLessThanOrEqual(s.p99Microseconds ?? .infinity, bar.p99, "p99: \(context)")
             XCTAssertLessThanOrEqual(s.maxMicroseconds ?? .infinity, bar.max, "max: \(context)")
