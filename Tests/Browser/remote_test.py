@@ -67,38 +67,41 @@ def check(condition, message):
         raise AssertionError(message)
 
 
-# A box's geometry and computed style, as the page lays it out.
-BOX = """const e = arguments[0], s = getComputedStyle(e), r = e.getBoundingClientRect();
-return {lines: e.getClientRects().length, whiteSpace: s.whiteSpace, cursor: s.cursor, opacity: Number(s.opacity),
-        disabled: e.matches(':disabled'), before: getComputedStyle(e, '::before').content, text: e.textContent,
-        left: r.left, right: r.right, top: r.top, bottom: r.bottom};"""
-
-
-def box(driver, element):
-    return driver.execute_script(BOX, element)
+# A box's geometry and computed style, as the page lays it out. Each check reads every box it needs
+# in one script: the page redraws its rows whenever the party changes, so an element found in one
+# call may be gone by the next.
+BOX = """function box(e) {
+  const s = getComputedStyle(e), r = e.getBoundingClientRect();
+  return {lines: e.getClientRects().length, whiteSpace: s.whiteSpace, cursor: s.cursor, opacity: Number(s.opacity),
+          disabled: e.matches(':disabled'), before: getComputedStyle(e, '::before').content, text: e.textContent,
+          left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+}
+"""
 
 
 def check_times(driver):
     """The elapsed time and the duration ("--:--" for a live source) stay on one line each."""
-    for name in ("elapsed", "duration"):
-        b = box(driver, driver.find_element(By.ID, name))
+    boxes = driver.execute_script(BOX + "return ['elapsed', 'duration'].map(id => [id, box(document.getElementById(id))]);")
+    for name, b in boxes:
         check(b["whiteSpace"] == "nowrap" and b["lines"] == 1, f"#{name} {b['text']!r} is laid out on {b['lines']} lines ({b['whiteSpace']})")
 
 
 def check_queue(driver):
     """Rows say they can be tapped; the first's ↑ and the last's ↓ look disabled; durations keep clear of artists."""
-    rows = driver.find_elements(By.CSS_SELECTOR, "#queue li")
+    seen = driver.execute_script(BOX + """return {
+      enabled: box(document.getElementById('next')),
+      rows: [...document.querySelectorAll('#queue li')].map(r => ({
+        play: box(r.querySelector('.play')), artist: box(r.querySelector('.artist')), duration: box(r.querySelector('.duration')),
+        up: box(r.querySelector('.up')), down: box(r.querySelector('.down'))}))};""")
+    rows, enabled = seen["rows"], seen["enabled"]
     check(rows, "no queue rows")
     for row in rows:
-        play = box(driver, row.find_element(By.CSS_SELECTOR, ".play"))
+        play, artist, duration = row["play"], row["artist"], row["duration"]
         check(play["cursor"] == "pointer" and "▶" in play["before"], f"row {play['text']!r}: cursor {play['cursor']}, before {play['before']}")
-        artist, duration = (box(driver, row.find_element(By.CSS_SELECTOR, c)) for c in (".artist", ".duration"))
         if artist["text"] and duration["text"]:
             apart = artist["right"] <= duration["left"] or duration["bottom"] <= artist["top"] or artist["bottom"] <= duration["top"]
             check(apart, f"row {play['text']!r}: the duration {duration} overlaps the artist {artist}")
-    enabled = box(driver, driver.find_element(By.ID, "next"))
-    for button in (rows[0].find_element(By.CSS_SELECTOR, ".up"), rows[-1].find_element(By.CSS_SELECTOR, ".down")):
-        b = box(driver, button)
+    for b in (rows[0]["up"], rows[-1]["down"]):
         check(b["disabled"] and b["opacity"] <= 0.5 * enabled["opacity"] and b["cursor"] == "not-allowed",
               f"a disabled {b['text']} looks enabled: opacity {b['opacity']} (enabled: {enabled['opacity']}), cursor {b['cursor']}")
 
