@@ -99,9 +99,21 @@ extension PartyCommandTests {
         try follow(report)
         XCTAssertEqual(answered?.queue.first?.hasCover, true)
         XCTAssertEqual(party.cover(item: 1)?.bytes, [0x89, 0x50, 0x4E, 0x47])
+        let shown = try XCTUnwrap(answered?.queue.first?.coverRevision)
         try follow(Self.report(song: 8, elapsed: 0))
         XCTAssertEqual(answered?.queue.first?.hasCover, false)
         XCTAssertNil(party.cover(item: 1))
+        // The next song's picture, under the same item: a new revision, so no cache shows the old one.
+        var next = Self.report(song: 9, elapsed: 0)
+        next.cover = CoverArt(mimeType: "image/jpeg", pictureType: 3, bytes: [0xFF, 0xD8, 0xFF])
+        try follow(next)
+        XCTAssertEqual(party.cover(item: 1)?.bytes, [0xFF, 0xD8, 0xFF])
+        XCTAssertNotEqual(answered?.queue.first?.coverRevision, shown)
+        XCTAssertEqual(answered?.queue.first?.id, 1)
+        let again = answered?.queue.first?.coverRevision
+        next.elapsedSeconds = 0.5
+        try follow(next)
+        XCTAssertEqual(answered?.queue.first?.coverRevision, again, "the same picture: the same revision")
     }
 
     /// A seek the party would refuse never reaches the player: mpd reads `seekcur -5` as 5 s back,

@@ -9,7 +9,7 @@ let receivedAt = 0;           // performance.now() when `snapshot` arrived, to a
 let seeking = false;          // the user holds the seek bar: don't move it under their finger
 let socket = null;
 let retryDelay = 500;
-const covers = new Map();     // item id → object URL of its picture
+const covers = new Map();     // "item id:cover revision" → object URL of its picture
 
 function partyKey() { return sessionStorage.getItem(keyStorage); }
 
@@ -103,15 +103,16 @@ function setValue(input, value) {
 async function showCover(item) {
   const image = $("#cover");
   if (!item || !item.hasCover) { image.hidden = true; image.removeAttribute("src"); return; }
-  if (!covers.has(item.id)) {
+  const key = item.id + ":" + item.coverRevision;
+  if (!covers.has(key)) {
     // Fetched rather than linked: an <img> cannot send a private party's key.
     const headers = partyKey() ? { Authorization: "Bearer " + partyKey() } : {};
-    const response = await fetch("/api/items/" + item.id + "/cover", { headers }).catch(() => null);
+    const response = await fetch("/api/items/" + item.id + "/cover?rev=" + item.coverRevision, { headers }).catch(() => null);
     if (!response || !response.ok) { image.hidden = true; return; }
-    covers.set(item.id, URL.createObjectURL(await response.blob()));
+    covers.set(key, URL.createObjectURL(await response.blob()));
   }
   if (currentItem() && currentItem().id === item.id) {
-    image.src = covers.get(item.id);
+    image.src = covers.get(key);
     image.alt = "Cover of " + item.title;
     image.hidden = false;
   }
