@@ -28,7 +28,7 @@ extension Party {
         switch request {
         case .add(let item): try add(item)
         case .command(let command): try apply(command)
-        case .companion(let report): try follow(report)
+        case .companion(let report, _): try follow(report)
         }
     }
 
@@ -124,16 +124,22 @@ extension Party {
         try replace(with: restart ? index : index - 1, songFrame: 0, cut: true)
     }
 
+    /// Whether `seconds` can be a song's position: the party's seek and the player's (mpd reads
+    /// a negative one as relative, and a huge one overflows its float) are checked alike.
+    static func checkSeek(to seconds: Double) throws(PartyCommandError) {
+        guard seconds.isFinite, seconds >= 0 else { throw PartyCommandError(.invalid, "seek takes seconds from the start of the song, ≥ 0") }
+        guard seconds < 86_400 else { throw PartyCommandError(.invalid, "seek past the end") }
+    }
+
     private func seek(to seconds: Double) throws(PartyCommandError) {
         guard let heard = currentlyHeard(), let index = state.queue.firstIndex(where: { $0.id == heard.item }) else {
             throw PartyCommandError(.invalid, "nothing is playing")
         }
         let item = state.queue[index]
-        guard seconds.isFinite, seconds >= 0 else { throw PartyCommandError(.invalid, "seek takes seconds from the start of the song, ≥ 0") }
+        try Self.checkSeek(to: seconds)
         if let frames = item.durationFrames, seconds * Double(item.sampleRate) >= Double(frames) {
             throw PartyCommandError(.invalid, String(format: "%.3f s is past the end of %@ (%.3f s)", seconds, item.view.title, Double(frames) / Double(item.sampleRate)))
         }
-        guard seconds < 86_400 else { throw PartyCommandError(.invalid, "seek past the end") }
         try replace(with: index, songFrame: Int((seconds * Double(item.sampleRate)).rounded()), cut: true)
     }
 

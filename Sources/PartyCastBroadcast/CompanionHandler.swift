@@ -23,6 +23,7 @@ extension Party {
         state.queue[index].durationFrames = report.durationSeconds.map { Int(($0 * Double(item.sampleRate)).rounded()) }
         if report.cover != item.cover {
             state.queue[index].cover = report.cover
+            state.queue[index].coverRevision &+= 1
             published.withLockedValue { $0.covers[item.id] = report.cover }
         }
         guard index == state.currentIndex, let chunkFormat = state.chunkFormat else { return }

