@@ -1,5 +1,6 @@
 import FuzzDriver
 import PartyCastClock
+import PartyCastCore
 @testable import PartyCastClockExchange
 import PartyCastWire
 
