@@ -23,11 +23,12 @@ slowest=(
     OpenAPIContractTests PrivatePartyLoopbackTests HTTPSourceTests RemotePageTests DiscoveryOnLANTests
     SendspinPlayerTests SendspinDiallerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
 )
-# The classes that measure time on the audio (sync, latency, gain ramps, wake-ups), and the one that
-# loads the machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's
-# flood) each would be under load its bars were not set for. SendspinListenerTests times two players
-# too, but against a bar (200 µs) it meets with the machine at load 8: it runs beside the others.
-timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests RemotePageTests ListenerFootprintTests HostileGuestFloodTests MPDSourceTests"
+# The classes that measure time on the audio (sync, latency, gain ramps), and the one that loads the
+# machine with thousands of connections: beside each other (the bad link's CPU hog, a guest's flood)
+# each would be under load its bars were not set for. Some classes time things against bars they meet
+# at load 8 and run beside the others: SendspinListenerTests (two players within 200 µs),
+# RemotePageTests (a tap heard within 500 ms), ListenerFootprintTests (wake-ups, which load does not add).
+timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests HostileGuestFloodTests MPDSourceTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else
