@@ -79,6 +79,8 @@ public struct SendspinServerSession: Sendable {
     public private(set) var playerCommands: Set<String> = []
     /// An artwork client's channels as they stand (its hello's, its client/state's, its requests').
     public private(set) var artworkChannels: [SendspinArtworkChannel] = []
+    /// The reason its client/goodbye gave (`restart`, `another_server`, ...), if it said goodbye with one.
+    public private(set) var goodbyeReason: String?
 
     public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
                 limits: Limits = Limits()) {
@@ -126,7 +128,8 @@ public struct SendspinServerSession: Sendable {
         case (.joined(let peer), .requestFormat(let request)):
             return apply(request, from: peer)
         case (.joined, .goodbye(let goodbye)):
-            return end("it said goodbye (\(String(untrustedType: goodbye.reason ?? "no reason")))")
+            goodbyeReason = goodbye.reason.map { String(untrustedType: $0) }
+            return end("it said goodbye (\(goodbyeReason ?? "no reason"))")
         case (.joined, .other):
             skippedMessages += 1
             return []

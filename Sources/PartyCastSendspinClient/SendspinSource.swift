@@ -132,7 +132,7 @@ public final class SendspinSource: ScheduledPCMSource {
             dropped = nil
             let heard = heardAudio
             heardAudio = false
-            try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
+            try reconnection.reconnect(wasHealthy: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
                 () throws(PartyCastError) in try connect()
             }
             return true
