@@ -159,10 +159,7 @@ struct SendspinConnection {
             let state = SendspinPartyState(shared.party.snapshot)
             if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
-            if peer.has("artwork") {
-                player.artworkChannels.withLockedValue { $0 = peer.artworkChannels }
-                showArtwork(peer.artworkChannels, of: state.song, on: outlet)
-            }
+            if peer.has("artwork") { showArtwork(of: state.song, to: player, on: outlet, setting: peer.artworkChannels) }
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -181,9 +178,8 @@ struct SendspinConnection {
             outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
         case .artworkChannels(let channels):
-            // Every client/state carries them: only a change is shown again (a cover is up to 4 MiB to copy).
-            guard player.artworkChannels.withLockedValue({ old in defer { old = channels }; return old != channels }) else { return true }
-            showArtwork(channels, of: SendspinPartyState(shared.party.snapshot).song, on: outlet)
+            // The session passes on changes only, within a budget; the writer sends only pictures not shown yet.
+            showArtwork(of: SendspinPartyState(shared.party.snapshot).song, to: player, on: outlet, setting: channels)
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
         case .control(let control):
@@ -204,21 +200,27 @@ struct SendspinConnection {
     }
 
     /// Shows `song`'s cover on an artwork client's album channels (the party has no artist
-    /// pictures: those are cleared, as is an album channel when the song has no cover it can send).
-    private func showArtwork(_ channels: [SendspinArtworkChannel], of song: PartySnapshot.Item?, on outlet: SendspinOutlet) {
-        guard !channels.isEmpty else { return }
+    /// pictures: those are cleared, as is an album channel when the song has no cover it can send),
+    /// first setting its channels to `channels` if given. Built and posted under the channels'
+    /// lock, so a layout read before a newer one was set cannot be posted after it (`show` takes
+    /// only the outlet's lock and never awaits).
+    private func showArtwork(of song: PartySnapshot.Item?, to player: Player, on outlet: SendspinOutlet, setting channels: [SendspinArtworkChannel]? = nil) {
         let cover = song.flatMap { shared.party.cover(item: $0.id) }
         let picture = cover.flatMap { SendspinPicture($0.bytes) }
         if let song, let cover, picture == nil {
             shared.logger.debug("the cover of \"\(song.title)\" (\(cover.mimeType), \(cover.bytes.count) bytes) is not PNG, JPEG or BMP within \(SendspinPicture.maxBytes) bytes: not sent")
         }
-        let carried = channels.map { channel in
-            channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+        player.artworkChannels.withLockedValue { current in
+            if let channels { current = channels }
+            guard !current.isEmpty else { return }
+            let carried = current.map { channel in
+                channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+            }
+            let images = current.indices.filter { current[$0].source != "none" }.map { index in
+                (channel: index, bytes: current[index].source == "album" ? picture?.bytes ?? [] : [])
+            }
+            outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
         }
-        let images = channels.indices.filter { channels[$0].source != "none" }.map { index in
-            (channel: index, bytes: channels[index].source == "album" ? picture?.bytes ?? [] : [])
-        }
-        outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
     }
 
     /// What a Sendspin controller's command means to the party.
@@ -262,9 +264,7 @@ struct SendspinConnection {
             if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
             // The join showed the song of then; from here, each new one's.
-            if artwork, let told, told.song?.id != state.song?.id {
-                showArtwork(player.artworkChannels.withLockedValue { $0 }, of: state.song, on: outlet)
-            }
+            if artwork, let told, told.song?.id != state.song?.id { showArtwork(of: state.song, to: player, on: outlet) }
             told = state
         }
     }
