@@ -158,11 +158,10 @@ public final class SendspinDialler: Service, Sendable {
 
     /// A failed dial in a few words: NIO's errors describe themselves at length.
     static func describe(_ error: any Error) -> String {
-        switch error {
+        if let failure = connectFailure(error) { return "cannot connect (\(failure.reason))" }
+        return switch error {
         case let error as PartyCastError: error.message
-        case let error as NIOConnectionError: "cannot connect (\(error.connectionErrors.first.map { describe($0.error) } ?? "no address for \(error.host)"))"
-        case let error as IOError: SystemCallError(call: "connect", errno: error.errnoCode).description
-        case ChannelError.connectTimeout: "no answer within \(connectTimeout)"
+        case let error as IOError: errnoReason(error.errnoCode)
         case ChannelError.inappropriateOperationForState: "the connection closed before its WebSocket opened"
         case let error as HTTPParserError: "its answer is not HTTP (\(error))"
         default: "\(error)"
