@@ -214,7 +214,7 @@ let package = Package(
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastControlSeam", "PartyCastCore", "PartyCastWire", "CQREncode",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastWire", "CQREncode",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

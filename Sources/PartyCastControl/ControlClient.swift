@@ -1,10 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PartyCastCore
+import PartyCastNetwork
 
 /// One HTTP/1.1 request to a remote control and its whole answer, over NIO's HTTP/1 codec: what
 /// `broadcaster ctl` and the tests speak. A client of one API on the LAN needs neither pooling, TLS,
@@ -90,23 +88,10 @@ public enum ControlClient {
         }
     }
 
-    /// A connection that could not be made, in one line (NIO's error lists every address it tried,
-    /// each with its errno).
+    /// A connection that could not be made, in one line.
     static func connectFailure(_ error: any Error, host: String, port: Int) -> any Error {
-        switch error {
-        case let failed as NIOConnectionError:
-            let errnos = failed.connectionErrors.compactMap { ($0.error as? IOError)?.errnoCode }
-            if !errnos.isEmpty && errnos.allSatisfy({ $0 == ECONNREFUSED }) { return Failure.refused(host: host, port: port) }
-            if let code = errnos.first(where: { $0 != ECONNREFUSED }) {
-                return Failure.cannotConnect(host: host, port: port, reason: String(cString: strerror(code)).lowercased())
-            }
-            if let other = failed.connectionErrors.first?.error { return Failure.cannotConnect(host: host, port: port, reason: "\(other)") }
-            return Failure.cannotConnect(host: host, port: port, reason: "no address found for \(host)")
-        case ChannelError.connectTimeout(let waited):
-            return Failure.cannotConnect(host: host, port: port, reason: "no answer within \(waited.nanoseconds / 1_000_000_000) s")
-        default:
-            return error
-        }
+        guard let failure = PartyCastNetwork.connectFailure(error) else { return error }
+        return failure.refused ? Failure.refused(host: host, port: port) : Failure.cannotConnect(host: host, port: port, reason: failure.reason)
     }
 
     private static func collect(_ inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>, limit: Int) async throws -> Answer {

@@ -115,7 +115,7 @@ public final class MPDLink: SourceCompanion {
                     firstAttempt = false
                     connection = try connect()
                 } else {
-                    try reconnection.reconnect(heardAudio: worked, wakeup: stopped, cancelled: { stopping }, logger: logger) { () throws(PartyCastError) in
+                    try reconnection.reconnect(wasHealthy: worked, wakeup: stopped, cancelled: { stopping }, logger: logger) { () throws(PartyCastError) in
                         connection = try connect()
                     }
                 }

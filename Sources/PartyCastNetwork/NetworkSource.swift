@@ -164,7 +164,7 @@ public final class NetworkSource: ScheduledPCMSource {
                                           : "lost the broadcaster (\(why)); reconnecting")
             let heard = heardAudio
             heardAudio = false
-            try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
+            try reconnection.reconnect(wasHealthy: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
                 () throws(PartyCastError) in try connect()
             }
             return true

@@ -72,9 +72,11 @@ public struct SendspinPicture: Equatable, Sendable {
     public let height: Int
     public let bytes: [UInt8]
 
-    /// nil unless `bytes` is a PNG, JPEG or BMP of a size it states, within `maxBytes`.
+    /// nil unless `bytes` is a PNG, JPEG or BMP of a size it states, within `maxBytes`, and of 1…65535
+    /// pixels each way, as stream/start may say (a PNG's or BMP's header has room for 2³²−1).
     public init?(_ bytes: [UInt8]) {
-        guard bytes.count <= Self.maxBytes, let (format, width, height) = Self.header(bytes), width > 0, height > 0 else { return nil }
+        let pixels = 1...65535
+        guard bytes.count <= Self.maxBytes, let (format, width, height) = Self.header(bytes), pixels.contains(width), pixels.contains(height) else { return nil }
         (self.format, self.width, self.height, self.bytes) = (format, width, height, bytes)
     }
 

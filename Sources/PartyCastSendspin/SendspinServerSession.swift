@@ -39,6 +39,8 @@ public struct SendspinServerSession: Sendable {
     public struct Limits: Sendable {
         public var maxTextBytes = 64 * 1024
         public var maxBadMessages = 16
+        /// Changes of its artwork channels a client may make: each may send up to 4 pictures.
+        public var maxArtworkChanges = 64
         public init() {}
     }
 
@@ -79,6 +81,10 @@ public struct SendspinServerSession: Sendable {
     public private(set) var playerCommands: Set<String> = []
     /// An artwork client's channels as they stand (its hello's, its client/state's, its requests').
     public private(set) var artworkChannels: [SendspinArtworkChannel] = []
+    /// Changes of the artwork channels so far (client/state or stream/request-format).
+    public private(set) var artworkChanges = 0
+    /// The reason its client/goodbye gave (`restart`, `another_server`, ...), if it said goodbye with one.
+    public private(set) var goodbyeReason: String?
 
     public init(serverID: String, serverName: String, transport: Transport, encodable: Set<SendspinCodec>, partyFormat: AudioFormat? = nil,
                 limits: Limits = Limits()) {
@@ -126,7 +132,8 @@ public struct SendspinServerSession: Sendable {
         case (.joined(let peer), .requestFormat(let request)):
             return apply(request, from: peer)
         case (.joined, .goodbye(let goodbye)):
-            return end("it said goodbye (\(String(untrustedType: goodbye.reason ?? "no reason")))")
+            goodbyeReason = goodbye.reason.map { String(untrustedType: $0) }
+            return end("it said goodbye (\(goodbyeReason ?? "no reason"))")
         case (.joined, .other):
             skippedMessages += 1
             return []
@@ -205,8 +212,10 @@ public struct SendspinServerSession: Sendable {
         if let artwork = state.artwork {
             guard peer.has("artwork") else { return bad("artwork channels from a client without the artwork role") }
             guard let checked = SendspinArtworkChannel.checked(artwork.channels) else { return bad("artwork channels out of range") }
-            artworkChannels = checked
-            actions.append(.artworkChannels(checked))
+            if checked != artworkChannels {
+                guard let change = changeArtwork(to: checked) else { return overArtworkBudget() }
+                actions.append(change)
+            }
         }
         return actions
     }
@@ -228,8 +237,22 @@ public struct SendspinServerSession: Sendable {
         if let height = change.height { channel.height = height }
         channels[change.channel] = channel
         guard let checked = SendspinArtworkChannel.checked(channels) else { return bad("an artwork format request out of range") }
-        artworkChannels = checked
-        return [.artworkChannels(checked)]
+        // The spec answers every request with stream/start, even one that changes nothing.
+        guard let change = changeArtwork(to: checked) else { return overArtworkBudget() }
+        return [change]
+    }
+
+    /// The channels are now `channels`, within the budget of changes; nil over it.
+    private mutating func changeArtwork(to channels: [SendspinArtworkChannel]) -> Action? {
+        guard artworkChanges < limits.maxArtworkChanges else { return nil }
+        artworkChanges += 1
+        artworkChannels = channels
+        return .artworkChannels(channels)
+    }
+
+    private mutating func overArtworkBudget() -> [Action] {
+        badMessages += 1
+        return end("it changed its artwork channels more than \(limits.maxArtworkChanges) times")
     }
 
     private mutating func apply(_ command: ClientCommand, from peer: SendspinPeer) -> [Action] {

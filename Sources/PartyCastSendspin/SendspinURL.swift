@@ -24,6 +24,8 @@ public struct SendspinURL: Sendable, Equatable, CustomStringConvertible {
                 guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { throw PartyCastError(.invalidArgument, "bad port in \(text)") }
                 port = number
             }
+        } else if authority.filter({ $0 == ":" }).count > 1 {
+            throw PartyCastError(.invalidArgument, "an IPv6 address in a Sendspin URL goes in brackets, its port after them: ws://[ADDRESS]:PORT/sendspin, not \(text)")
         } else if let colon = authority.lastIndex(of: ":") {
             host = String(authority[..<colon])
             guard let number = Int(authority[authority.index(after: colon)...]) else { throw PartyCastError(.invalidArgument, "bad port in \(text)") }

@@ -57,7 +57,8 @@ public final class SendspinSource: ScheduledPCMSource {
     /// This player's identity for the connection's Noise handshake; the same across reconnects.
     private let identity = X25519KeyPair()
     private var timeline: SendspinTimeline
-    private var heardAudio = false
+    /// Whether this connection's audio made PCM: a chunk of a stream with no decoder does not count.
+    private var producedAudio = false
     private var reconnection = Reconnection()
     /// Why this side closed the connection, for the line its end brings.
     private var dropped: String?
@@ -130,9 +131,9 @@ public final class SendspinSource: ScheduledPCMSource {
             if (timeline.ended && options.once) || control.isCancelled { return false }
             logger.warning("lost the Sendspin server (\(dropped ?? reason)); reconnecting")
             dropped = nil
-            let heard = heardAudio
-            heardAudio = false
-            try reconnection.reconnect(heardAudio: heard, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
+            let produced = producedAudio
+            producedAudio = false
+            try reconnection.reconnect(wasHealthy: produced, wakeup: control.inbox.wakeup, cancelled: { control.isCancelled }, logger: logger) {
                 () throws(PartyCastError) in try connect()
             }
             return true
@@ -147,7 +148,7 @@ public final class SendspinSource: ScheduledPCMSource {
                 return true
             }
             switch event {
-            case .audio: heardAudio = true
+            case .audio where timeline.lastProducedFrame != nil: producedAudio = true
             case .joined(let name): logger.info("joined the Sendspin server \"\(String(untrusted: name, limit: 60))\"")
             case .streamStart(let stream):
                 let format = stream.format

@@ -24,25 +24,27 @@ struct SendspinConnection {
 
     let shared: Shared
     let address: String
+    /// How it ended, once `run` returned or threw (a player that closes at once makes writes fail).
+    let ending = LockedValueBox(Ending.didNotJoin)
 
     /// The party's clock in Sendspin's unit: the broadcaster's monotonic clock in µs, on which
     /// every chunk's presentation time is counted too.
     static func nowMicroseconds() -> Int64 { Int64(clamping: monotonicNanoseconds() / 1000) }
 
     /// How a connection ended, for a dialler deciding whether and when to dial again.
-    enum Ending: Sendable {
+    enum Ending: Equatable, Sendable {
         /// The party is over: its last chunk and stream/end went out.
         case broadcastOver
-        /// It played the party for a while.
-        case played
-        /// It never joined as a player.
-        case didNotPlay
         /// It came before the party's first song opened, and was told to come back.
         case tooEarly
+        /// It went away, after joining the fanout as a player or not, with the reason its
+        /// client/goodbye gave (nil: it said none, or no goodbye).
+        case left(joinedFanout: Bool, goodbye: String?)
+
+        static let didNotJoin = Ending.left(joinedFanout: false, goodbye: nil)
     }
 
-    @discardableResult
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws -> Ending {
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         var messages = inbound.messages(maxSize: Self.maxMessageBytes).makeAsyncIterator()
         let deadline = Task {
             try await Task.sleep(for: Self.helloDeadline)
@@ -50,7 +52,7 @@ struct SendspinConnection {
             try await outbound.close(.policyViolation, reason: "no hello in time")
         }
         defer { deadline.cancel() }
-        guard case .text(let first)? = try await messages.next() else { return .didNotPlay }
+        guard case .text(let first)? = try await messages.next() else { return }
         var handshake = SendspinHandshake(serverKey: shared.serverKey)
         var step = handshake.receive(text: Array(first.utf8))
         var channel: SendspinSecureChannel?
@@ -68,7 +70,7 @@ struct SendspinConnection {
                 break opening
             case .reply(let frames):
                 for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
-                guard case .text(let next)? = try await messages.next() else { return .didNotPlay }
+                guard case .text(let next)? = try await messages.next() else { return }
                 step = handshake.receive(text: Array(next.utf8))
             case .established(let clientID, let secure):
                 channel = secure
@@ -78,14 +80,15 @@ struct SendspinConnection {
                 shared.fanout.refusals.refuse(.badData, "refused Sendspin client \(address): \(reason)")
                 if let reply { try await outbound.write(.text(String(decoding: reply, as: UTF8.self))) }
                 try await outbound.close(.policyViolation, reason: "handshake refused")
-                return .didNotPlay
+                return
             }
         }
         guard format != nil else {
             // The first source sets the party's format within moments of the start.
             shared.logger.info("Sendspin client \(address) came before the party's first song opened: told to come back")
+            ending.withLockedValue { $0 = .tooEarly }
             try await outbound.close(SendspinServer.tryAgainLater, reason: "the party has not started yet")
-            return .tooEarly
+            return
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SendspinOutlet.Item.self, bufferingPolicy: .bufferingOldest(SendspinOutlet.maxQueued))
         let outlet = SendspinOutlet(continuation: continuation)
@@ -95,8 +98,9 @@ struct SendspinConnection {
         defer {
             continuation.finish()
             if let id = player.fanoutID.withLockedValue({ $0 }) { shared.fanout.leave(id) }
+            ending.withLockedValue { $0 = player.ending(goodbye: session.goodbyeReason) }
         }
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 let ended = try await writer.drain(stream, format: { player.format.withLockedValue { $0 } })
                 if outlet.overflowed.load(ordering: .relaxed) {
@@ -114,7 +118,7 @@ struct SendspinConnection {
                 for action in actions {
                     guard try await carryOut(action, session: session, outlet: outlet, player: player, outbound: outbound) else {
                         tasks.cancelAll()
-                        return player.ending
+                        return
                     }
                 }
                 if session.peer != nil { deadline.cancel() }
@@ -138,9 +142,8 @@ struct SendspinConnection {
                     actions = [.close("it sent a cleartext frame after the handshake")]
                 }
             }
-            tasks.cancelAll()
             // The writer says the broadcast is over before it closes, which is what ended the messages.
-            return player.ending
+            tasks.cancelAll()
         }
     }
 
@@ -156,10 +159,7 @@ struct SendspinConnection {
             let state = SendspinPartyState(shared.party.snapshot)
             if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
             if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
-            if peer.has("artwork") {
-                player.artworkChannels.withLockedValue { $0 = peer.artworkChannels }
-                showArtwork(peer.artworkChannels, of: state.song, on: outlet)
-            }
+            if peer.has("artwork") { showArtwork(of: state.song, to: player, on: outlet, setting: peer.artworkChannels) }
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -178,9 +178,8 @@ struct SendspinConnection {
             outlet.accept(commands: session.playerCommands)
             shared.logger.debug("Sendspin player \(address): volume \(volume.map(String.init) ?? "-"), muted \(muted.map(String.init) ?? "-"), delay \(delay.map(String.init) ?? "-") ms")
         case .artworkChannels(let channels):
-            // Every client/state carries them: only a change is shown again (a cover is up to 4 MiB to copy).
-            guard player.artworkChannels.withLockedValue({ old in defer { old = channels }; return old != channels }) else { return true }
-            showArtwork(channels, of: SendspinPartyState(shared.party.snapshot).song, on: outlet)
+            // The session passes on changes only, within a budget; the writer sends only pictures not shown yet.
+            showArtwork(of: SendspinPartyState(shared.party.snapshot).song, to: player, on: outlet, setting: channels)
         case .available(let available):
             shared.logger.debug("Sendspin client \(address) is \(available ? "" : "not ")available")
         case .control(let control):
@@ -201,21 +200,27 @@ struct SendspinConnection {
     }
 
     /// Shows `song`'s cover on an artwork client's album channels (the party has no artist
-    /// pictures: those are cleared, as is an album channel when the song has no cover it can send).
-    private func showArtwork(_ channels: [SendspinArtworkChannel], of song: PartySnapshot.Item?, on outlet: SendspinOutlet) {
-        guard !channels.isEmpty else { return }
+    /// pictures: those are cleared, as is an album channel when the song has no cover it can send),
+    /// first setting its channels to `channels` if given. Built and posted under the channels'
+    /// lock, so a layout read before a newer one was set cannot be posted after it (`show` takes
+    /// only the outlet's lock and never awaits).
+    private func showArtwork(of song: PartySnapshot.Item?, to player: Player, on outlet: SendspinOutlet, setting channels: [SendspinArtworkChannel]? = nil) {
         let cover = song.flatMap { shared.party.cover(item: $0.id) }
         let picture = cover.flatMap { SendspinPicture($0.bytes) }
         if let song, let cover, picture == nil {
             shared.logger.debug("the cover of \"\(song.title)\" (\(cover.mimeType), \(cover.bytes.count) bytes) is not PNG, JPEG or BMP within \(SendspinPicture.maxBytes) bytes: not sent")
         }
-        let carried = channels.map { channel in
-            channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+        player.artworkChannels.withLockedValue { current in
+            if let channels { current = channels }
+            guard !current.isEmpty else { return }
+            let carried = current.map { channel in
+                channel.source == "album" ? picture?.channel(source: "album") ?? channel : channel
+            }
+            let images = current.indices.filter { current[$0].source != "none" }.map { index in
+                (channel: index, bytes: current[index].source == "album" ? picture?.bytes ?? [] : [])
+            }
+            outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
         }
-        let images = channels.indices.filter { channels[$0].source != "none" }.map { index in
-            (channel: index, bytes: channels[index].source == "album" ? picture?.bytes ?? [] : [])
-        }
-        outlet.show(.init(start: .artworkStart(carried), images: images, timestamp: Self.nowMicroseconds()))
     }
 
     /// What a Sendspin controller's command means to the party.
@@ -241,9 +246,9 @@ struct SendspinConnection {
         /// Its stream ended with the broadcast.
         let broadcastOver = LockedValueBox(false)
 
-        var ending: Ending {
+        func ending(goodbye: String?) -> Ending {
             if broadcastOver.withLockedValue({ $0 }) { return .broadcastOver }
-            return fanoutID.withLockedValue { $0 } == nil ? .didNotPlay : .played
+            return .left(joinedFanout: fanoutID.withLockedValue { $0 } != nil, goodbye: goodbye)
         }
     }
 
@@ -261,7 +266,7 @@ struct SendspinConnection {
             // The join showed the song of then; from here, each new one's, and each new picture
             // of the same item (a pipe's player plays its songs as one).
             if artwork, let told, told.song?.id != state.song?.id || told.song?.coverRevision != state.song?.coverRevision {
-                showArtwork(player.artworkChannels.withLockedValue { $0 }, of: state.song, on: outlet)
+                showArtwork(of: state.song, to: player, on: outlet)
             }
             told = state
         }

@@ -46,17 +46,34 @@ public final class SendspinDialler: Service, Sendable {
         }
     }
 
+    /// Dials `url` again after each connection, as aiosendspin's server does its own dialled
+    /// players (should_retry_server_initiated_connection): not at all after a client/goodbye other
+    /// than `restart` (the player left for another server, was told to by its user, or shut down:
+    /// dialling it back would pull it away from where it went); after a `restart`, not before a
+    /// grace for the player to be back; else on the reconnection schedule, whose delays start over
+    /// only after a healthy connection: one that joined the fanout and stayed up for the schedule's
+    /// longest delay (a player that says hello and closes is not dialled in a loop).
     private func keepDialling(_ url: SendspinURL) async {
         var schedule = Reconnection()
         while !Task.isCancelled {
-            let ending: SendspinConnection.Ending, why: String
+            let ending: SendspinConnection.Ending, why: String, upFor: UInt64
             do {
-                (ending, why) = try await dial(url)
+                (ending, why, upFor) = try await dial(url)
             } catch {
-                (ending, why) = (.didNotPlay, Self.describe(error))
+                (ending, why, upFor) = (.didNotJoin, Self.describe(error), 0)
             }
             if ending == .broadcastOver || Task.isCancelled { return }
-            let wait = schedule.nextWait(heardAudio: ending == .played)
+            var wait: UInt64
+            switch ending {
+            case .left(_, let goodbye?) where goodbye != "restart":
+                shared.logger.notice("Sendspin player \(url) said goodbye (\(goodbye)): not dialling it again")
+                return
+            case .left(let joinedFanout, let goodbye):
+                wait = schedule.nextWait(wasHealthy: joinedFanout && upFor >= Reconnection.longestDelay)
+                if goodbye == "restart" { wait = max(wait, Reconnection.firstDelay) }
+            case .tooEarly, .broadcastOver:
+                wait = schedule.nextWait(wasHealthy: false)
+            }
             // Dialled before the first song opened (the connection said so): no failure, dialled again soon.
             if ending == .tooEarly {
                 shared.logger.debug("Sendspin player \(url): the party has not started; dialling again in \(Double(wait) / 1e9) s")
@@ -71,9 +88,9 @@ public final class SendspinDialler: Service, Sendable {
         }
     }
 
-    /// One connection to the player at `url`, from the TCP connect to its close: how it ended and
-    /// why, in a few words. Throws when no WebSocket opened.
-    private func dial(_ url: SendspinURL) async throws -> (SendspinConnection.Ending, String) {
+    /// One connection to the player at `url`, from the TCP connect to its close: how it ended, why
+    /// in a few words, and how long its WebSocket was open (ns). Throws when no WebSocket opened.
+    private func dial(_ url: SendspinURL) async throws -> (SendspinConnection.Ending, String, UInt64) {
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(Self.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -96,19 +113,23 @@ public final class SendspinDialler: Service, Sendable {
         let configuration = WebSocketHandler.Configuration(extensions: [], autoPing: webSocket.autoPing, closeTimeout: webSocket.closeTimeout,
                                                            validateUTF8: webSocket.validateUTF8, maxFrameSize: maxFrameSize)
         let connection = SendspinConnection(shared: shared, address: url.host)
-        let ending = LockedValueBox(SendspinConnection.Ending.didNotPlay)
+        let opened = monotonicNanoseconds()
         var why = ""
         do {
             _ = try await WebSocketHandler.handle(type: .client, configuration: configuration, asyncChannel: channel,
                                                   context: Context(logger: shared.logger)) { inbound, outbound, _ in
-                let ended = try await connection.run(inbound: inbound, outbound: outbound)
-                ending.withLockedValue { $0 = ended }
+                try await connection.run(inbound: inbound, outbound: outbound)
             }
         } catch {
             why = " (\(Self.describe(error)))"
         }
-        let ended = ending.withLockedValue { $0 }
-        return (ended, (ended == .played ? "it went away" : "it did not join as a player") + why)
+        let ended = connection.ending.withLockedValue { $0 }
+        let what = switch ended {
+        case .left(_, "restart"?): "it restarts"
+        case .left(joinedFanout: true, _): "it went away"
+        default: "it did not join as a player"
+        }
+        return (ended, what + why, monotonicNanoseconds() - opened)
     }
 
     private enum Upgrade: Sendable {
@@ -137,11 +158,10 @@ public final class SendspinDialler: Service, Sendable {
 
     /// A failed dial in a few words: NIO's errors describe themselves at length.
     static func describe(_ error: any Error) -> String {
-        switch error {
+        if let failure = connectFailure(error) { return "cannot connect (\(failure.reason))" }
+        return switch error {
         case let error as PartyCastError: error.message
-        case let error as NIOConnectionError: "cannot connect (\(error.connectionErrors.first.map { describe($0.error) } ?? "no address for \(error.host)"))"
-        case let error as IOError: SystemCallError(call: "connect", errno: error.errnoCode).description
-        case ChannelError.connectTimeout: "no answer within \(connectTimeout)"
+        case let error as IOError: errnoReason(error.errnoCode)
         case ChannelError.inappropriateOperationForState: "the connection closed before its WebSocket opened"
         case let error as HTTPParserError: "its answer is not HTTP (\(error))"
         default: "\(error)"

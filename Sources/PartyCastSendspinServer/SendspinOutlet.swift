@@ -23,7 +23,9 @@ final class SendspinOutlet: PCMOutlet {
     }
 
     /// What an artwork client is to show: stream/start's description of its channels, then each
-    /// channel's image (empty: cleared), shown at `timestamp` (server clock, µs).
+    /// channel's image (empty: cleared), shown at `timestamp` (server clock, µs). The writer sends an
+    /// image only if the channel does not show it already: a request that changes only a channel's
+    /// description costs a stream/start, not up to 4 × 1 MiB copied and sealed.
     struct Artwork: Sendable {
         let start: SendspinServerMessage
         let images: [(channel: Int, bytes: [UInt8])]
@@ -117,6 +119,7 @@ struct SendspinWriter: Sendable {
     /// Writes until the queue ends; true when it ended with the broadcast.
     func drain(_ stream: AsyncStream<SendspinOutlet.Item>, format: @Sendable () -> SendspinAudioFormat?) async throws -> Bool {
         var curve = GainCurve()
+        var shown: [Int: [UInt8]] = [:]
         for await item in stream {
             switch item {
             case .message(let message):
@@ -131,7 +134,7 @@ struct SendspinWriter: Sendable {
             case .clockAnswers:
                 try await sendClockAnswers()
             case .artwork:
-                try await sendArtwork()
+                try await sendArtwork(shown: &shown)
             case .end:
                 try await send(text: SendspinServerMessage.streamEnd.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
                 return true
@@ -161,12 +164,16 @@ struct SendspinWriter: Sendable {
         }
     }
 
-    private func sendArtwork() async throws {
+    /// `shown`: each channel's image as last sent (a channel set to 'none' forgets its image). The
+    /// party's covers share their storage with these, so comparing the same cover is not a memcmp.
+    private func sendArtwork(shown: inout [Int: [UInt8]]) async throws {
         guard let picture = artwork.withLockedValue({ pending in defer { pending = nil }; return pending }) else { return }
         try await send(text: picture.start.encoded(transmittedAt: SendspinConnection.nowMicroseconds()))
         // An encrypted connection's messages are Noise messages of 64 KiB at most: aiosendspin 10's framing.
         let framing: SendspinFrame.ArtworkFraming = channel == nil ? .spec : .announced
-        for (index, image) in picture.images {
+        let previously = shown
+        shown = Dictionary(picture.images.map { ($0.channel, $0.bytes) }, uniquingKeysWith: { _, last in last })
+        for (index, image) in picture.images where previously[index] != image {
             for message in SendspinFrame.artwork(channel: index, timestamp: picture.timestamp, image: image, framing: framing) {
                 try await send(binary: message)
             }

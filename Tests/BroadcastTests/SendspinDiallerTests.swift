@@ -30,9 +30,10 @@ final class SendspinDiallerTests: XCTestCase {
         try player.assertPlayed(song, in: directory)
     }
 
-    /// Players that answer with garbage, that never answer, or that nothing listens for: the
-    /// broadcaster says one line per failed connection, dials again later each time (250 ms,
-    /// doubling to 4 s), plays on, and stops cleanly.
+    /// Players that answer with garbage, that never answer, that nothing listens for, or that say a
+    /// valid hello and close: the broadcaster says one line per failed connection, dials again
+    /// later each time (250 ms, doubling to 4 s: a hello alone is no healthy connection), plays
+    /// on, and stops cleanly.
     func testHostileAndAbsentPlayersAreRedialledWithOneLineEach() throws {
         let python = testDriver("python")
         guard FileManager.default.isExecutableFile(atPath: python) else { throw XCTSkip("no python in the tests' venv: run `make deps`") }
@@ -73,9 +74,48 @@ final class SendspinDiallerTests: XCTestCase {
         // One line per connection; the last may have been cut short by the stop, before its line.
         XCTAssertTrue((connections - 1...connections).contains(hostileLines.count), "\(connections) connections: \(hostileLines.joined(separator: "\n"))")
         XCTAssertTrue(absentLines.allSatisfy { $0.contains("cannot connect") }, absentLines.joined(separator: "\n"))
-        let waits = absentLines.prefix(6).map { $0.split(separator: " ").suffix(2).joined(separator: " ") }
-        XCTAssertEqual(waits, ["0.25 s", "0.5 s", "1.0 s", "2.0 s", "4.0 s", "4.0 s"])
+        XCTAssertTrue(hostileLines.contains { $0.contains("it went away") }, result.stderr)
+        let waits = { (lines: [Substring]) in lines.prefix(6).map { $0.split(separator: " ").suffix(2).joined(separator: " ") } }
+        XCTAssertEqual(waits(absentLines), ["0.25 s", "0.5 s", "1.0 s", "2.0 s", "4.0 s", "4.0 s"])
+        XCTAssertEqual(waits(hostileLines), ["0.25 s", "0.5 s", "1.0 s", "2.0 s", "4.0 s", "4.0 s"], result.stderr)
         XCTAssertEqual(failures(silentURL, in: result.stderr).first?.contains("the connection closed before its WebSocket opened"), true, result.stderr)
         XCTAssertFalse(result.stderr.contains("Fatal error"), result.stderr)
+    }
+
+    /// aiosendspin's server dials its players again only after a client/goodbye saying `restart`:
+    /// one that leaves for another server is not dialled back, one that restarts is, later each
+    /// time while it keeps restarting at once.
+    func testAPlayerThatLeavesForAnotherServerIsNotDialledAgain() throws {
+        let python = testDriver("python")
+        guard FileManager.default.isExecutableFile(atPath: python) else { throw XCTSkip("no python in the tests' venv: run `make deps`") }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("sendspin/hostile_player.py").path
+        let leavingPort = freePort(), restartingPort = freePort()
+        let leaving = try startProcess(python, [script, "\(leavingPort)", "another_server"])
+        defer { leaving.signal(SIGTERM) }
+        let restarting = try startProcess(python, [script, "\(restartingPort)", "restart"])
+        defer { restarting.signal(SIGTERM) }
+        XCTAssertTrue(waitForPort(leavingPort, timeout: 30) && waitForPort(restartingPort, timeout: 30), leaving.stderr + restarting.stderr)
+        let leavingURL = "ws://127.0.0.1:\(leavingPort)/sendspin", restartingURL = "ws://127.0.0.1:\(restartingPort)/sendspin"
+        let broadcaster = try startProcess(productPath("broadcaster"), ["share", "--no-mdns", "--port", "\(freePort())", "--control-port", "0",
+                                                                        "--sendspin-port", "\(freePort())", "--loop", "--start-in", "0",
+                                                                        "--sendspin-player", leavingURL, "--sendspin-player", restartingURL,
+                                                                        try fixture("pcm16.wav")])
+        defer { broadcaster.signal(SIGTERM) }
+        func restarts(in log: String) -> [Substring] {
+            log.split(separator: "\n").filter { $0.contains("Sendspin player \(restartingURL): it restarts") }
+        }
+        XCTAssertTrue(waitUntil(timeout: 60) {
+            broadcaster.stderr.contains("Sendspin player \(leavingURL) said goodbye (another_server): not dialling it again") && restarts(in: broadcaster.stderr).count >= 3
+        }, broadcaster.stderr)
+        broadcaster.signal(SIGTERM)
+        let result = broadcaster.wait(timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        leaving.signal(SIGTERM)
+        XCTAssertEqual(leaving.wait(timeout: 30).stdout.split(separator: "\n").filter { $0.hasPrefix("connection ") }.count, 1)
+        // Doubling (the first dial may have come before the party's first song and taken 0.25 s).
+        let waits = restarts(in: result.stderr).prefix(3).compactMap { Double($0.split(separator: " ").suffix(2).first ?? "") }
+        XCTAssertEqual(waits.count, 3, result.stderr)
+        XCTAssertTrue(zip(waits, waits.dropFirst()).allSatisfy { $1 == 2 * $0 } && waits[0] >= 0.25, result.stderr)
+        XCTAssertFalse(result.stderr.split(separator: "\n").contains { $0.contains(leavingURL) && $0.contains("dialling again") }, result.stderr)
     }
 }

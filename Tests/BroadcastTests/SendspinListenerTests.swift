@@ -104,10 +104,10 @@ final class SendspinListenerTests: XCTestCase {
         }
     }
 
-    /// A server whose stream cannot be decoded (a FLAC header that is no FLAC) costs the listener its
-    /// connection, with one line each time, not its life: it connects again, backing off, and plays
-    /// the stream a later connection brings. The server is aiosendspin's handshake on aiohttp, on
-    /// 127.0.0.1 (it advertises nothing).
+    /// A server whose stream cannot be decoded (a FLAC header that is no FLAC, then chunks of it)
+    /// costs the listener its connection, with one line each time, not its life: it connects again,
+    /// backing off, and plays the stream a later connection brings. The server is aiosendspin's
+    /// handshake on aiohttp, on 127.0.0.1 (it advertises nothing).
     func testAnUndecodableStreamMakesTheListenerReconnectAndPlayTheNextOne() throws {
         let python = testDriver("python")
         guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
@@ -130,6 +130,16 @@ final class SendspinListenerTests: XCTestCase {
         let lost = result.stderr.split(separator: "\n").filter { $0.contains("lost the Sendspin server (") }
         XCTAssertEqual(lost.count, 2, result.stderr)
         XCTAssertTrue(lost.allSatisfy { $0.contains("FLAC") }, result.stderr)
+        // Chunks of a stream it could not decode are no audio heard: it backed off (250 ms, then
+        // 500 ms) rather than reconnecting at once.
+        server.signal(SIGTERM)
+        let told = server.wait(timeout: 30).stdout
+        let connections = told.split(separator: "\n").compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        XCTAssertEqual(connections.count, 3, told)
+        if connections.count == 3 {
+            XCTAssertGreaterThanOrEqual(connections[1] - connections[0], 0.25, told)
+            XCTAssertGreaterThanOrEqual(connections[2] - connections[1], 0.5, told)
+        }
         let audio = try readAudio(recording)
         let left = stride(from: 0, to: audio.samples.count, by: audio.channels).map { Double(audio.samples[$0]) }.suffix(24_000)
         // The tone: amplitude 8000/32768 (RMS 0.173), 440 Hz (880 zero crossings a second).

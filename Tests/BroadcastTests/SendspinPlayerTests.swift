@@ -148,6 +148,16 @@ final class SendspinPlayerTests: XCTestCase {
         XCTAssertEqual(described?["width"] as? Int, 100)
         XCTAssertEqual(described?["height"] as? Int, 65)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/shown.png")), try Data(contentsOf: URL(fileURLWithPath: reference)))
+        // Each request is answered by stream/start; the picture goes again only to a channel that
+        // showed none: not for a new size (3), not for 'none', once for the album again, then not
+        // until the budget of 64 changes is spent and the 65th request closes the connection.
+        let answers = try XCTUnwrap(seen["answers"] as? [Int], result.stdout)
+        XCTAssertEqual(Array(answers.prefix(5)), [0, 0, 0, 0, 1], result.stdout)
+        XCTAssertEqual(answers.count, 64, result.stdout)
+        XCTAssertEqual(answers.dropFirst(5).reduce(0, +), 0, result.stdout)
+        XCTAssertEqual(seen["requests"] as? Int, 65, result.stdout)
+        XCTAssertEqual(seen["closed"] as? Bool, true, result.stdout)
+        XCTAssertTrue(broadcaster.waitForStderr("it changed its artwork channels more than 64 times", timeout: 30), broadcaster.stderr)
 
         // aiosendspin 10's own client, encrypted: the cover in its announce-and-parts framing, put
         // together by its code and handed to its artwork listener, with no warning from it.

@@ -43,6 +43,11 @@ final class SendspinArtworkTests: XCTestCase {
         XCTAssertNil(SendspinPicture([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x00]))
         XCTAssertNil(SendspinPicture(png + Array(repeating: 0, count: SendspinPicture.maxBytes)))
         XCTAssertNil(SendspinPicture(try drawn("color=c=red:s=8x8", "red.gif", in: directory)), "GIF is none of the spec's formats")
+        // A header that says more than stream/start may (1…65535 pixels): IHDR's width, then BMP's height.
+        XCTAssertNil(SendspinPicture(Array(png.prefix(16) + [0x00, 0x01, 0x00, 0x00] + png.dropFirst(20))))
+        let bmp = try drawn("color=c=red:s=8x8", "small.bmp", in: directory)
+        XCTAssertNotNil(SendspinPicture(bmp))
+        XCTAssertNil(SendspinPicture(Array(bmp.prefix(22) + [0x00, 0x00, 0x01, 0x00] + bmp.dropFirst(26))))
     }
 
     /// aiosendspin's artwork client: its (deprecated) hello channels and its client/state channels.

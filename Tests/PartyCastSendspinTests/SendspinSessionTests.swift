@@ -176,6 +176,21 @@ final class SendspinSessionTests: XCTestCase {
                        [32767, -32767, 0, 16384, 0, 32767, -8192])
         XCTAssertEqual(SendspinPCM.encode([1, -1, 0.5], bitDepth: 24), [0xFF, 0xFF, 0x7F, 0x01, 0x00, 0x80, 0x00, 0x00, 0x40])
     }
+
+    /// HOST:PORT, [IPv6]:PORT, a default port; an unbracketed IPv6 address is refused, not split at its last colon.
+    func testSendspinURLsAreParsed() throws {
+        let parsed = try SendspinURL(parsing: "ws://[::1]:8930/x")
+        XCTAssertEqual([parsed.host, "\(parsed.port)", parsed.path, parsed.authority], ["::1", "8930", "/x", "[::1]:8930"])
+        let plain = try SendspinURL(parsing: "ws://speaker.local", defaultPort: SendspinURL.playerPort)
+        XCTAssertEqual([plain.host, "\(plain.port)", plain.path], ["speaker.local", "8928", "/sendspin"])
+        XCTAssertEqual(try SendspinURL(parsing: "ws://10.0.0.2:9000/sendspin").description, "ws://10.0.0.2:9000/sendspin")
+        for bad in ["ws://::1:8928/sendspin", "ws://fe80::1/sendspin", "ws://host:port/", "wss://host/", "ws://:8928/"] {
+            XCTAssertThrowsError(try SendspinURL(parsing: bad), bad)
+        }
+        XCTAssertThrowsError(try SendspinURL(parsing: "ws://::1:8928/sendspin")) { error in
+            XCTAssertTrue("\(error)".contains("brackets"), "\(error)")
+        }
+    }
 }
 
 extension Array {

@@ -1,6 +1,10 @@
 # A Sendspin artwork and metadata client of the spec's plain dialect (its channels in client/hello's
 # artwork@v1_support, as the spec has them), on aiohttp's WebSocket, messages read with aiosendspin's
-# models. Writes the first picture shown on channel 0 to IMAGE; prints what it was told as JSON.
+# models. Writes the first picture shown on channel 0 to IMAGE. Then asks, one request after the
+# other's stream/start, for other sizes of channel 0 (3 times), for no picture, for the album again,
+# and then for other sizes until the server closes; records what each request brought ("answers":
+# its binary messages before the next request's stream/start; "requests": how many it sent).
+# Prints what it was told as JSON.
 import asyncio, json, sys
 import aiohttp
 from aiosendspin.models.core import ClientHelloMessage, ClientHelloPayload, LegacyServerHelloPayload
@@ -32,6 +36,27 @@ async def main():
                 if data[0] == 8 and len(data) > 9:
                     open(sys.argv[2], "wb").write(data[9:])
             else:
+                break
+        seen["answers"], seen["requests"] = [], 0
+        changes = [{"width": 200 + n, "height": 200 + n} for n in range(3)] + [{"source": "none"}, {"source": "album"}]
+
+        async def request():
+            n = seen["requests"]
+            change = changes[n] if n < len(changes) else {"width": 100 + n, "height": 100}
+            await ws.send_str(json.dumps({"type": "stream/request-format", "payload": {"artwork": {"channel": 0, **change}}}))
+            seen["requests"] += 1
+
+        await request()
+        while seen["requests"] < 200:
+            message = await ws.receive()
+            if message.type == aiohttp.WSMsgType.TEXT:
+                if ServerMessage.from_json(message.data).type == "stream/start":
+                    seen["answers"].append(0)
+                    await request()
+            elif message.type == aiohttp.WSMsgType.BINARY:
+                seen["answers"][-1] += 1
+            else:
+                seen["closed"] = True
                 break
     print(json.dumps(seen, default=str))
 

@@ -1,7 +1,8 @@
 # A Sendspin server (aiosendspin's own Noise handshake, on aiohttp) whose first two connections
-# start a FLAC stream with a header that is no FLAC; the third streams PCM: a 440 Hz tone at the
-# server's clock (time.monotonic in µs), its clock answered. On 127.0.0.1:PORT/sendspin; prints
-# "connection N" as each one's handshake is through.
+# start a FLAC stream with a header that is no FLAC, then send a few chunks of it; the third
+# streams PCM: a 440 Hz tone at the server's clock (time.monotonic in µs), its clock answered.
+# On 127.0.0.1:PORT/sendspin; prints "connection N at T" (time.monotonic, s) as each one's
+# handshake is through.
 import asyncio, base64, json, math, struct, sys, time
 from aiohttp import web
 from aiosendspin.models.player import pack_player_audio_frame, stamp_send_ahead
@@ -36,7 +37,7 @@ async def handle(request):
     await raw.prepare(request)
     ws = (await run_handshake_server(raw, local_identity=identity, psk_provider=provide)).encrypted_ws
     turn, count = count, count + 1
-    print(f"connection {turn}", flush=True)
+    print(f"connection {turn} at {time.monotonic()}", flush=True)
     await ws.send_str(json.dumps({"type": "server/hello", "payload": {"name": "Hostile", "version": 1}}))
     await ws.receive()  # client/hello
     await ws.send_str(json.dumps({"type": "server/activate", "payload": {"activities": ["playback"], "active_roles": ["player@v1"]}}))
@@ -45,6 +46,8 @@ async def handle(request):
         header = base64.b64encode(b"fLaC" + b"\xff" * 38).decode()
         await ws.send_str(json.dumps({"type": "stream/start", "payload": {"player": {
             "codec": "flac", "sample_rate": 48000, "channels": 2, "bit_depth": 16, "codec_header": header}}}))
+        for chunk in range(5):
+            await ws.send_bytes(bytes(pack_player_audio_frame(now_us() + 500_000 + chunk * 20_000, b"\xff" * 100)))
     else:
         await ws.send_str(json.dumps({"type": "stream/start", "payload": {"player": {
             "codec": "pcm", "sample_rate": 48000, "channels": 2, "bit_depth": 16}}}))
