@@ -49,7 +49,7 @@ deb: deps
 	scripts/make-deb.sh .build/release .
 
 # Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
-# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Four test
+# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Three test
 # classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
 # The build takes both cores while the tests' peers, drivers and fixtures install beside it (network
 # and disk, mostly): on a new machine that hides the minutes apt and pip take.

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test class of a built XCTest bundle, TEST_JOBS classes at a time (default 4), each in a
+# Runs every test class of a built XCTest bundle, TEST_JOBS classes at a time (default 3), each in a
 # process of its own, the slowest first; then prints each failure and exits non-zero if any class failed.
 # Most of the suite's time is real-time audio played by the programs (a 25 s song takes 25 s on any
-# machine): the classes beside the timing lane use under one core of two, so three of them fit. A
-# class keeps its tests in one process, in order, so their shared set-up (a LAN, a package build)
-# happens once. The classes that time the audio run one after another in a lane of their own,
+# machine), so three lanes share two cores well; a fourth lane's load cost the bad link's clock bound
+# its margin (94.5 % held against a 95 % bar on a clean clone). A class keeps its tests in one
+# process, in order, so their shared set-up (a LAN, a package build) happens once. The classes that time the audio run one after another in a lane of their own,
 # never two at once.
 # Usage: scripts/run-tests.sh BUNDLE LOG_DIR [CLASS ...]   (TEST_JOBS=1 runs them one after another)
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BUNDLE LOG_DIR [CLASS ...]" >&2; exit 2; }
 bundle=$1 logs=$2
 shift 2
-jobs=${TEST_JOBS:-4}
+jobs=${TEST_JOBS:-3}
 mkdir -p "$logs"
 rm -f "$logs"/*.log "$logs"/*.status
 
