@@ -22,5 +22,13 @@ public func connectFailure(_ error: any Error) -> (reason: String, refused: Bool
     }
 }
 
+/// A failed `connect` in a few words, for the one-line error a user reads: `connectFailure`'s
+/// reason, or the errno of a connect to one address (NIO throws a bare IOError then).
+public func connectError(_ error: any Error) -> String {
+    if let failure = connectFailure(error) { return failure.reason }
+    if let failed = error as? IOError { return errnoReason(failed.errnoCode) }
+    return "\(error)"
+}
+
 /// An errno as a few lowercase words ("connection reset by peer").
 public func errnoReason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }

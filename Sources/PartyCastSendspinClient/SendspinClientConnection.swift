@@ -69,7 +69,7 @@ final class SendspinClientConnection: Sendable {
                 if added.withLockedValue({ $0 }) == nil { inbox.close(.closed("the server did not open a WebSocket at \(url.path)")) }
             }
             return SendspinClientConnection(channel: channel, handler: added)
-        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(url): \(error)")
+        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(url): \(connectError(error))")
         case nil: throw PartyCastError(.io, "stopped while connecting to \(url)")
         }
     }
