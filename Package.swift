@@ -254,7 +254,7 @@ let package = Package(
         // The party in-process: its timeline and gains as values, its commands against a real Fanout
         // whose listener is an EmbeddedChannel, on a clock the test moves.
         .testTarget(name: "PartyCastBroadcastTests", dependencies: [
-            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastSources", "PartyCastWire",
+            "PartyCastBroadcast", "PartyCastControlSeam", "PartyCastCodec", "PartyCastCore", "PartyCastSources", "PartyCastTestSupport", "PartyCastWire",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -3,6 +3,7 @@ import Foundation
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastSources
+import PartyCastTestSupport
 import XCTest
 
 /// What `add` may open of a library folder, on a real folder with real links: realpath(3) is the
@@ -95,8 +96,8 @@ final class LibraryTests: XCTestCase {
             }
         }
         XCTAssertEqual(catalogue.list.first, LibraryEntry(path: "started.mp3", title: "Started", artist: "Someone"))
-        let deadline = Date().addingTimeInterval(10)
-        while catalogue.list[1].title == nil && Date() < deadline { usleep(10_000) }
+        // The tags of files not yet known are read on a thread of the catalogue's own.
+        XCTAssertTrue(waitUntil(timeout: 10) { catalogue.list[1].title != nil }, "the tone's title was never read")
         XCTAssertEqual(catalogue.list, [LibraryEntry(path: "started.mp3", title: "Started", artist: "Someone"),
                                         LibraryEntry(path: "tone:440", title: "440 Hz tone"), LibraryEntry(path: "broken.mp3")])
     }
