@@ -7,18 +7,6 @@ import XCTest
 /// aiosendspin writes them, and our artwork messages checked and put together by aiosendspin's own
 /// code (its client's checks of aiosendspin 10's announce-and-parts framing).
 final class SendspinArtworkTests: XCTestCase {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("aiosendspin_reference.py").path
-
-    func reference(_ arguments: [String]) throws -> [String] {
-        let python = testDriver("python")
-        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
-            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
-        }
-        let result = try runProcess(python, [script] + arguments, timeout: 60)
-        XCTAssertEqual(result.status, 0, result.stderr)
-        return result.stdout.split(separator: "\n").map(String.init)
-    }
-
     /// An image ffmpeg draws: `source` (a lavfi graph) into `name`, whose extension picks the format.
     func drawn(_ source: String, _ name: String, in directory: String) throws -> [UInt8] {
         let path = "\(directory)/\(name)"
@@ -52,7 +40,7 @@ final class SendspinArtworkTests: XCTestCase {
 
     /// aiosendspin's artwork client: its (deprecated) hello channels and its client/state channels.
     func testOurSessionTakesAiosendspinsArtworkChannels() throws {
-        let lines = try reference(["artwork-client"])
+        let lines = try aiosendspinReference(["artwork-client"])
         XCTAssertEqual(lines.count, 2)
         var session = SendspinServerSession(serverID: "party-1", serverName: "Party", transport: .plain, encodable: [.pcm])
         _ = session.receiveText(Array(lines[0].utf8), receivedAt: 10)
@@ -100,7 +88,7 @@ final class SendspinArtworkTests: XCTestCase {
             .map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }
         let file = "\(directory)/ours.jsonl"
         try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let read = try reference(["artwork", file]).map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        let read = try aiosendspinReference(["artwork", file]).map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
         XCTAssertEqual(read.count, 3, "\(read)")
         XCTAssertEqual(read.first?["class"] as? String, "StreamStartMessage")
         let channels = ((read.first?["read"] as? [String: Any])?["payload"] as? [String: Any]).flatMap { ($0["artwork"] as? [String: Any])?["channels"] as? [[String: Any]] }

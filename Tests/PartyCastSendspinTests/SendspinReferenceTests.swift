@@ -6,20 +6,8 @@ import XCTest
 /// Our messages against aiosendspin's own models (the reference library, from the tests' venv):
 /// what it writes as a client, our session reads; what our server writes, it reads back the same.
 final class SendspinReferenceTests: XCTestCase {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("aiosendspin_reference.py").path
-
-    func reference(_ arguments: [String]) throws -> [String] {
-        let python = testDriver("python")
-        guard (try? runProcess(python, ["-c", "import aiosendspin"], timeout: 60))?.status == 0 else {
-            throw XCTSkip("no aiosendspin in \(python): run `make deps`")
-        }
-        let result = try runProcess(python, [script] + arguments, timeout: 60)
-        XCTAssertEqual(result.status, 0, result.stderr)
-        return result.stdout.split(separator: "\n").map(String.init)
-    }
-
     func testOurServerReadsAiosendspinsClientMessages() throws {
-        let lines = try reference(["client"])
+        let lines = try aiosendspinReference(["client"])
         XCTAssertEqual(lines.count, 4)
         var session = SendspinServerSession(serverID: "party-1", serverName: "Party", transport: .plain, encodable: [.pcm])
         let hello = session.receiveText(Array(lines[0].utf8), receivedAt: 10)
@@ -58,7 +46,7 @@ final class SendspinReferenceTests: XCTestCase {
         let file = try temporaryDirectory() + "/ours.jsonl"
         let text = ours.map { String(decoding: $0.0.encoded(transmittedAt: 777), as: UTF8.self) }.joined(separator: "\n") + "\n"
         try text.write(toFile: file, atomically: true, encoding: .utf8)
-        let read = try reference(["server", file]).map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        let read = try aiosendspinReference(["server", file]).map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
         XCTAssertEqual(read.count, ours.count)
         XCTAssertEqual(read.map { $0["class"] as? String }, ours.map(\.expectedClass))
         func payload(_ index: Int) -> [String: Any] {
