@@ -67,19 +67,19 @@ final class PipeSourceTests: XCTestCase {
         let joined = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--once", "--quiet", "--output", "wav:\(directory)/heard.wav"])
         defer { joined.signal(SIGKILL) }
         // A writer on its own clock: 20 ms blocks of a 440 Hz tone in real time, 3 s, a 2 s stall, 3 s.
+        // The blocks are made before the first is written, so a busy machine delays no block.
         let writer = """
             import math, struct, sys, time
             out = open(sys.argv[1], "wb", buffering=0)
-            def play(seconds, start):
-                n = 0
-                for block in range(int(seconds * 50)):
-                    frames = b"".join(struct.pack("<hh", v, v) for v in (int(12000 * math.sin(2 * math.pi * 440 * (n + i) / 48000)) for i in range(960)))
+            blocks = [b"".join(struct.pack("<hh", v, v) for v in (int(12000 * math.sin(2 * math.pi * 440 * (n + i) / 48000)) for i in range(960)))
+                      for n in range(0, 150 * 960, 960)]
+            def play(start):
+                for index, frames in enumerate(blocks):
                     out.write(frames)
-                    n += 960
-                    time.sleep(max(0, start + (block + 1) * 0.02 - time.monotonic()))
-            play(3, time.monotonic())
+                    time.sleep(max(0, start + (index + 1) * 0.02 - time.monotonic()))
+            play(time.monotonic())
             time.sleep(2)
-            play(3, time.monotonic())
+            play(time.monotonic())
             """
         let fed = try runProcess("python3", ["-c", writer, "\(directory)/fifo"], timeout: 30)
         XCTAssertEqual(fed.status, 0, fed.stderr)
