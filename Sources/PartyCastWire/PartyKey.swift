@@ -8,8 +8,8 @@ import Foundation
 /// it (`KeyHandshake`), so what crosses the network are random-looking points and MACs under keys
 /// that only a run with the right secret yields.
 public struct PartyKey: Sendable {
-    /// CPace's PRS: the passphrase as typed, in UTF-8.
-    let password: [UInt8]
+    /// CPace's PRS: the passphrase as typed, in UTF-8; also what the control port's SPAKE2 derives w from.
+    package let password: [UInt8]
     /// What `matches` compares: derived, so two keys compare without either secret being compared.
     private let fingerprint: SecretKey
 
