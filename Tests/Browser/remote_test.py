@@ -30,9 +30,7 @@ import base64
 import json
 import os
 import shutil
-import socket
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -43,6 +41,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
+
+from relay import Relay
 
 DIRECT = os.environ["PARTYCAST_REMOTE_URL"].rstrip("/") + "/"
 SHOT = os.environ.get("PARTYCAST_SCREENSHOT", "partycast-remote.png")
@@ -55,54 +55,6 @@ EXPECT_END = os.environ.get("PARTYCAST_EXPECT_END") == "1"
 RESUME = os.environ.get("PARTYCAST_RESUME", "1") == "1"
 IDENTIFY = os.environ.get("PARTYCAST_IDENTIFY") == "1"
 TIMEOUT = float(os.environ.get("PARTYCAST_TIMEOUT", "20"))
-
-
-class Relay:
-    """Forwards every connection to the control port and keeps what each carried, each direction
-    on its own: what the network between the browser and the broadcaster saw."""
-
-    def __init__(self, target):
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.streams = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.target, timeout=TIMEOUT)
-            except OSError:
-                client.close()  # the party is gone: the page must see its connection fail
-                continue
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self.pump, args=(source, sink), daemon=True).start()
-
-    def pump(self, source, sink):
-        stream = bytearray()
-        with self.lock:
-            self.streams.append(stream)
-        try:
-            while chunk := source.recv(65536):
-                with self.lock:
-                    stream.extend(chunk)
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        for end in (source, sink):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def recorded(self):
-        with self.lock:
-            return [bytes(stream) for stream in self.streams]
 
 
 PAGE = None  # the driver, whose page holds a private party's session token
@@ -217,7 +169,7 @@ def main():
     driver = PAGE = webdriver.Chrome(service=Service(driver_path), options=options)
     wait = WebDriverWait(driver, TIMEOUT)
     try:
-        relay = Relay((urllib.parse.urlsplit(DIRECT).hostname, urllib.parse.urlsplit(DIRECT).port)) if KEY else None
+        relay = Relay((urllib.parse.urlsplit(DIRECT).hostname, urllib.parse.urlsplit(DIRECT).port), timeout=TIMEOUT) if KEY else None
         base = f"http://127.0.0.1:{relay.port}/" if relay else DIRECT
         step("load " + base)
         driver.get(base)

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOHTTP1
 import PartyCastControlSeam
-import PartyCastControl
+@testable import PartyCastControl
 import PartyCastTestSupport
 import PartyCastWire
 import XCTest
@@ -74,6 +74,28 @@ final class ControlKeyTests: XCTestCase {
         XCTAssertEqual(forged.status, 401, "a made-up token is refused")
         let key = try await remote.call(.GET, "/api/status", headers: ["Authorization": "Bearer \(secret)"])
         XCTAssertEqual(key.status, 401, "the key itself is no Bearer: it must never cross the network")
+    }
+
+    /// `broadcaster ctl` through a relay that records every byte both ways (Tests/Browser/relay.py):
+    /// the command works, the handshake went through, and the key's bytes are in no stream.
+    func testCtlNeverSendsTheKey() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Browser/relay.py").standardized.path
+        let relayPort = freePort()
+        let relay = try startProcess(testDriver("python"), [script, "\(relayPort)", "127.0.0.1:\(server.port)"])
+        XCTAssertTrue(relay.waitForStderr("relay: listening", timeout: 20), relay.stderr)
+        let ctl = try runProcess(productPath("broadcaster"), ["ctl", "--url", "http://127.0.0.1:\(relayPort)", "pause"], timeout: 30,
+                                 environment: ["PARTYCAST_KEY": secret])
+        relay.signal(SIGTERM)
+        let recorded = relay.wait(timeout: 20)
+        XCTAssertEqual(ctl.status, 0, ctl.stderr)
+        XCTAssertEqual(recorded.status, 0, recorded.stderr)
+        let streams = recorded.stdout.split(separator: "\n").map { Data(Spake2.bytes(hex: String($0))) }
+        let text = streams.map { String(decoding: $0, as: UTF8.self) }
+        XCTAssertTrue(text.contains { $0.hasPrefix("POST /api/session ") } && text.contains { $0.hasPrefix("POST /api/session/confirm ") }
+                      && text.contains { $0.hasPrefix("POST /api/pause ") }, "the handshake and the command went through the relay:\n\(text)")
+        for form in [secret, Data(secret.utf8).base64EncodedString()] {
+            XCTAssertFalse(streams.contains { $0.range(of: Data(form.utf8)) != nil }, "the key crossed the network as \(form)")
+        }
     }
 
     /// Shares that are no point of P-256, or the identity, are refused before any answer.
