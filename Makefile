@@ -3,10 +3,11 @@ SHELL := /bin/bash
 FIXTURES := Fixtures/generated
 # What the build compiles against; then the tests' peers and the demo's tools.
 BUILD_PACKAGES := pkg-config libmpg123-dev libopus-dev libasound2-dev libavahi-client-dev libspeexdsp-dev \
-	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev libqrencode-dev libcurl4-openssl-dev libmpdclient-dev
+	libfaad-dev libflac-dev libvorbis-dev libopusfile-dev libsodium-dev libssl-dev libqrencode-dev libcurl4-openssl-dev libmpdclient-dev
 PEER_PACKAGES := faad flac vorbis-tools ffmpeg \
 	libasound2-plugins pulseaudio pulseaudio-utils mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
-	gnuplot-nox libportaudio2 chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils qrencode mpd mpc
+	gnuplot-nox libportaudio2 chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils qrencode mpd mpc \
+	nodejs node-elliptic
 APT_PACKAGES := $(BUILD_PACKAGES) $(PEER_PACKAGES)
 # The tests' drivers from PyPI (scripts/test-requirements.txt, pinned) live in .venv.
 VENV := .venv

@@ -83,6 +83,9 @@ let package = Package(
         systemLibrary("COpusFile", pkgConfig: "opusfile", apt: "libopusfile-dev"),
         // ristretto255 and SHA-512 for the party key's PAKE (CPace).
         systemLibrary("CSodium", pkgConfig: "libsodium", apt: "libsodium-dev"),
+        // P-256, SHA-256, HMAC and HKDF for the control port's PAKE (SPAKE2, which the web page runs
+        // too, over Debian's node-elliptic): linked by the broadcaster only.
+        systemLibrary("CLibCrypto", pkgConfig: "libcrypto", apt: "libssl-dev"),
         // The remote page's URL as a QR code on the broadcaster's terminal, for phones.
         systemLibrary("CQREncode", pkgConfig: "libqrencode", apt: "libqrencode-dev"),
         // mpd's protocol, for the broadcaster following the mpd that feeds its pipe (--mpd).
@@ -214,7 +217,7 @@ let package = Package(
         ], exclude: ["link"], linkerSettings: leanListener),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastWire", "CQREncode",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastWire", "CQREncode", "CLibCrypto",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -279,7 +282,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], exclude: ["spake2_runs.js"]),
     ]
 )
 

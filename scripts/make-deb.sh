@@ -101,9 +101,9 @@ EOF
     chmod 755 "$debian/postinst" "$debian/prerm" "$debian/postrm"
 }
 
-# build PROGRAM START DESCRIPTION: partycast-PROGRAM_VERSION_ARCH.deb in OUT_DIR.
+# build PROGRAM START RECOMMENDS DESCRIPTION: partycast-PROGRAM_VERSION_ARCH.deb in OUT_DIR.
 build() {
-    local program=$1 start=$2 description=$3 package="partycast-$1"
+    local program=$1 start=$2 recommends=$3 description=$4 package="partycast-$1"
     local root="$work/$package" libexec="usr/lib/partycast"
     mkdir -p "$root/DEBIAN" "$root/usr/bin" "$root/$libexec" "$root/lib/systemd/system" "$root/etc/default" "$root/etc/partycast"
     # The program lives beside its SwiftPM resource bundles (found next to the executable's real path).
@@ -127,7 +127,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $depends
-Recommends: avahi-daemon
+Recommends: $recommends
 Section: sound
 Priority: optional
 Description: $description
@@ -148,11 +148,12 @@ resource_bundles() {
     done
 }
 
-build listener yes "PartyCast listener: plays the party on this machine's speakers
+build listener yes avahi-daemon "PartyCast listener: plays the party on this machine's speakers
  Joins a PartyCast broadcaster on the LAN (found by mDNS, or by address) and plays
  what it streams, in step with every other listener. The partycast-listener
  service joins the party /etc/default/partycast-listener names on every boot."
-build broadcaster no "PartyCast broadcaster: shares music with every listener on the LAN
+# node-elliptic: the P-256 the remote page proves a private party's key with (served from /usr/share/nodejs).
+build broadcaster no "avahi-daemon, node-elliptic" "PartyCast broadcaster: shares music with every listener on the LAN
  Streams audio files, a music folder, internet radio or mpd's output (through a
  FIFO) to every PartyCast listener that joins, with a web remote. The
  partycast-broadcaster service plays what /etc/default/partycast-broadcaster

@@ -31,7 +31,7 @@ public struct PartyKeyOptions: ParsableArguments {
         }
     }
 
-    /// The secret's text, for the remote control's `Authorization: Bearer` header; nil for a public party.
+    /// The secret's text, nil for a public party.
     public var resolvedSecret: String? {
         get throws {
             if let secret { return secret }

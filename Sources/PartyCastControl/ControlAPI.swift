@@ -23,8 +23,8 @@ public enum ControlRequest {
         public init(channel: ChannelAssignment) { self.channel = channel }
     }
     public struct Tone: Codable, Sendable { public var hertz: Double; public init(hertz: Double) { self.hertz = hertz } }
-    /// The WebSocket's first message on a private party.
-    public struct Key: Codable, Sendable { public var key: String; public init(key: String) { self.key = key } }
+    /// The WebSocket's first message on a private party: a token from the key handshake.
+    public struct Token: Codable, Sendable { public var token: String; public init(token: String) { self.token = token } }
 }
 
 /// Every 4xx answer's body.
@@ -65,7 +65,7 @@ struct ControlAPI: Sendable {
     let pages: WebPages
     let names: OwnNames
     let refusals: Refusals
-    /// Wrong keys per address, on every route and the event stream alike.
+    /// Unconfirmed key handshakes per address: each is one online guess of the key.
     let throttle = KeyGuessThrottle()
     let commandRate = CommandRate()
     let sessions = ControlSessions()
@@ -82,13 +82,13 @@ struct ControlAPI: Sendable {
         api.add(middleware: SameOrigin(refusals: refusals))
         // Every route's methods, so another method on a known path answers 405 rather than 404.
         var methods: [String: [HTTPRequest.Method]] = [:]
-        // The key handshake, before BearerKey: it is how a remote gets a token without the key.
+        // The key handshake, before BearerToken: it is how a remote gets a token without the key.
         let handshake = api.group("session")
         methods["session"] = [.post]
         methods["session/confirm"] = [.post]
         handshake.post { request, context in try await startSession(request, context) }
         handshake.post("confirm") { request, context in try await confirmSession(request, context) }
-        api.add(middleware: BearerKey(key: key, sessions: sessions, throttle: throttle, refusals: refusals))
+        api.add(middleware: BearerToken(isPrivate: key != nil, sessions: sessions))
         api.add(middleware: CommandRateLimit(rate: commandRate, refusals: refusals))
         func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ControlContext) async throws -> Response) {
             methods[path, default: []].append(method)
@@ -158,28 +158,18 @@ struct ControlAPI: Sendable {
         router.add(middleware: SameOrigin(refusals: refusals))
         router.ws("api/events") { inbound, outbound, context in
             var messages = inbound.messages(maxSize: 4096).makeAsyncIterator()
-            if let key {
-                // A remote that never says the key does not get to hold the connection open.
+            if key != nil {
+                // A remote that never shows a token does not get to hold the connection open.
                 let deadline = Task {
                     try await Task.sleep(for: .seconds(10))
-                    try await outbound.close(.policyViolation, reason: "no party key within 10 s")
+                    try await outbound.close(.policyViolation, reason: "no session token within 10 s")
                 }
                 defer { deadline.cancel() }
-                let address = context.requestContext.remoteAddress?.ipAddress ?? "?"
                 let presented: String? = if case .text(let text)? = try await messages.next() {
-                    (try? JSONDecoder().decode(ControlRequest.Key.self, from: Data(text.utf8)))?.key
+                    (try? JSONDecoder().decode(ControlRequest.Token.self, from: Data(text.utf8)))?.token
                 } else { nil }
-                let verdict = presented.map { presented in
-                    sessions.isValid(token: presented) ? .success(true)
-                        : Result { () throws(APIError) in try Self.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) }
-                } ?? .success(false)
-                switch verdict {
-                case .success(true): break
-                case .success(false):
-                    try await outbound.close(.policyViolation, reason: "the party key is wrong or missing")
-                    return
-                case .failure(let refusal):
-                    try await outbound.close(.policyViolation, reason: refusal.message)
+                guard let presented, sessions.isValid(token: presented) else {
+                    try await outbound.close(.policyViolation, reason: "this party is private: prove the key at /api/session for a token")
                     return
                 }
             }
@@ -219,7 +209,7 @@ struct ControlAPI: Sendable {
         }
     }
 
-    /// POST /api/session: answers a remote's CPace share with the broadcaster's share and proof.
+    /// POST /api/session: answers a remote's SPAKE2 share with the broadcaster's share and proof.
     /// Each answer is one online guess, throttled per address like the stream port's.
     private func startSession(_ request: Request, _ context: ControlContext) async throws -> Response {
         guard let key else { throw APIError(.notFound, "this party is public: there is no key to prove") }
@@ -232,7 +222,7 @@ struct ControlAPI: Sendable {
             throw APIError(.tooManyRequests, "too many unconfirmed key handshakes from your address: one a second", headers: [.retryAfter: "1"])
         }
         guard let challenge = sessions.start(try await decode(ControlSession.Start.self, request), key: key, address: address) else {
-            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 32-byte share, base64), or too many at once")
+            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 65-byte uncompressed P-256 share, base64), or too many at once")
         }
         return try json(challenge)
     }
@@ -247,25 +237,6 @@ struct ControlAPI: Sendable {
         }
         throttle.confirmed(address)
         return try json(token)
-    }
-
-    /// One online guess of the key from `address`: after `KeyGuessThrottle.freeGuesses` wrong ones,
-    /// one a second (a 429, the guess not even checked); every wrong one counted and logged.
-    static func checkKey(_ presented: String, key: PartyKey, from address: String, throttle: KeyGuessThrottle,
-                         refusals: Refusals) throws(APIError) -> Bool {
-        let (allowed, refused) = throttle.answer(address)
-        guard allowed else {
-            if KeyGuessThrottle.worthLogging(refused) {
-                refusals.refuse(.controlKey, "remote control: refused \(refused) key guess(es) from \(address) so far: one a second after \(KeyGuessThrottle.freeGuesses) wrong")
-            }
-            throw APIError(.tooManyRequests, "too many wrong keys from your address: one guess a second", headers: [.retryAfter: "1"])
-        }
-        guard PartyKey(secret: presented).matches(key) else {
-            refusals.refuse(.controlKey, "remote control: a wrong party key from \(address) (\(throttle.failures(address)) unconfirmed)")
-            return false
-        }
-        throttle.confirmed(address)
-        return true
     }
 
     private func itemID(_ context: ControlContext) throws -> Int {
@@ -391,25 +362,17 @@ struct SameOrigin<Context: RequestContext>: RouterMiddleware {
 }
 
 /// A private party's routes want `Authorization: Bearer` and a token from the key handshake
-/// (`/api/session`, what `ctl` does), or the key itself (the page, which has no CPace of its own yet).
-struct BearerKey<Context: RequestContext & RemoteAddressRequestContext>: RouterMiddleware {
-    let key: PartyKey?
-    /// Tokens from the key handshake (`/api/session`): what `ctl` sends instead of the key.
+/// (`/api/session`). The key itself is never taken: it does not cross the network.
+struct BearerToken<Context: RequestContext>: RouterMiddleware {
+    let isPrivate: Bool
     let sessions: ControlSessions
-    let throttle: KeyGuessThrottle
-    let refusals: Refusals
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let key else { return try await next(request, context) }
-        // The scheme is case-insensitive (RFC 9110); the key is everything after its one space.
-        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
-            throw APIError(.unauthorized, "this party is private: send Authorization: Bearer <party key>")
-        }
-        let presented = String(header.dropFirst(7))
-        if sessions.isValid(token: presented) { return try await next(request, context) }
-        let address = context.remoteAddress?.ipAddress ?? "?"
-        guard try ControlAPI.checkKey(presented, key: key, from: address, throttle: throttle, refusals: refusals) else {
-            throw APIError(.unauthorized, "wrong party key")
+        guard isPrivate else { return try await next(request, context) }
+        // The scheme is case-insensitive (RFC 9110); the token is everything after its one space.
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
+              sessions.isValid(token: String(header.dropFirst(7))) else {
+            throw APIError(.unauthorized, "this party is private: prove the key at /api/session and send Authorization: Bearer <token>")
         }
         return try await next(request, context)
     }

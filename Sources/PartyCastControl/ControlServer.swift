@@ -33,7 +33,7 @@ public final class ControlServer: Service, Sendable {
         serverLogger.handler = ThrottledLogHandler(wrapping: logger.handler)
         if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
         let refusals = refusals ?? Refusals(logger: logger)
-        let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger),
+        let api = ControlAPI(control: control, key: key, pages: WebPages.load(logger: logger, isPrivate: key != nil),
                              names: names ?? OwnNames.current(bind: host), refusals: refusals)
         let connections = ControlConnections(refusals: refusals)
         let webSocketResponder = api.webSocketRouter().buildResponder()

@@ -4,25 +4,28 @@ import PartyCastControlSeam
 import PartyCastCore
 import PartyCastWire
 
-/// The bodies of the control port's key handshake: the stream's CPace (`KeyHandshake`) carried by two
-/// requests, so a remote proves the key without sending it, and learns that the broadcaster holds it
-/// before it sends anything else. Byte fields are base64.
+/// The bodies of the control port's key handshake: SPAKE2 (`Spake2`) carried by two requests, so a
+/// remote proves the key without sending it, and learns that the broadcaster holds it before it
+/// sends anything else. Byte fields are base64.
 public enum ControlSession {
-    /// POST /api/session: the remote's session id and CPace share (Ya).
+    /// The remote's fresh random id for its run, which names it in the confirmation.
+    public static let sessionIDBytes = 16
+
+    /// POST /api/session: the remote's session id and SPAKE2 share (pA).
     public struct Start: Codable, Sendable {
         public var sessionID: String
         public var share: String
         public init(sessionID: String, share: String) { self.sessionID = sessionID; self.share = share }
     }
 
-    /// Its answer: the broadcaster's share (Yb) and its confirmation, to check before going on.
+    /// Its answer: the broadcaster's share (pB) and its confirmation (cB), to check before going on.
     public struct Challenge: Codable, Sendable {
         public var share: String
         public var confirmation: String
         public init(share: String, confirmation: String) { self.share = share; self.confirmation = confirmation }
     }
 
-    /// POST /api/session/confirm: the remote's confirmation.
+    /// POST /api/session/confirm: the remote's confirmation (cA).
     public struct Confirm: Codable, Sendable {
         public var sessionID: String
         public var confirmation: String
@@ -46,7 +49,7 @@ final class ControlSessions: Sendable {
     static let maxTokens = 1024
 
     struct Pending {
-        var responder: KeyHandshake.Responder
+        var confirmations: Spake2.Confirmations
         var address: String
         var expires: UInt64
     }
@@ -61,17 +64,18 @@ final class ControlSessions: Sendable {
     /// Answers a remote's share: nil when it is no valid share or too many handshakes are pending.
     func start(_ start: ControlSession.Start, key: PartyKey, address: String,
                now: UInt64 = monotonicNanoseconds()) -> ControlSession.Challenge? {
-        guard let sessionID = Data(base64Encoded: start.sessionID), let share = Data(base64Encoded: start.share),
-              let responder = KeyHandshake.Responder(key: key, sessionID: [UInt8](sessionID), listenerShare: [UInt8](share)) else { return nil }
+        guard Data(base64Encoded: start.sessionID)?.count == ControlSession.sessionIDBytes, let share = Data(base64Encoded: start.share) else { return nil }
+        let broadcaster = Spake2.Party(role: .b, key: key)
+        guard let confirmations = broadcaster.finish(peerShare: [UInt8](share)) else { return nil }
         let admitted = state.withLockedValue { s in
             s.pending = s.pending.filter { $0.value.expires > now }
             guard s.pending.count < Self.maxPending else { return false }
-            s.pending[start.sessionID] = Pending(responder: responder, address: address, expires: now &+ Self.pendingLifetime)
+            s.pending[start.sessionID] = Pending(confirmations: confirmations, address: address, expires: now &+ Self.pendingLifetime)
             return true
         }
         guard admitted else { return nil }
-        return ControlSession.Challenge(share: Data(responder.share).base64EncodedString(),
-                                        confirmation: Data(responder.confirmation).base64EncodedString())
+        return ControlSession.Challenge(share: Data(broadcaster.share).base64EncodedString(),
+                                        confirmation: Data(confirmations.own).base64EncodedString())
     }
 
     /// A token when the remote's confirmation verifies for a handshake from the same address; the
@@ -80,7 +84,7 @@ final class ControlSessions: Sendable {
         guard let confirmation = Data(base64Encoded: confirm.confirmation) else { return nil }
         return state.withLockedValue { s in
             guard let pending = s.pending.removeValue(forKey: confirm.sessionID), pending.expires > now, pending.address == address,
-                  pending.responder.verify(listenerConfirmation: confirmation) else { return nil }
+                  pending.confirmations.verify([UInt8](confirmation)) else { return nil }
             s.tokens = s.tokens.filter { $0.value > now }
             if s.tokens.count >= Self.maxTokens, let oldest = s.tokens.min(by: { $0.value < $1.value })?.key { s.tokens.removeValue(forKey: oldest) }
             let token = Data(KeyHandshake.randomBytes(32)).base64EncodedString()

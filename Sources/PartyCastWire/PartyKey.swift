@@ -5,23 +5,14 @@ import Foundation
 #endif
 
 /// A private party's shared secret. It never leaves the host: the stream's handshake runs CPace over
-/// it (`KeyHandshake`), so what crosses the network are random-looking points and MACs under keys
-/// that only a run with the right secret yields.
+/// it (`KeyHandshake`), the control port's SPAKE2 (PartyCastControl's `Spake2`), so what crosses the
+/// network are random-looking points and MACs under keys that only a run with the right secret yields.
 public struct PartyKey: Sendable {
-    /// CPace's PRS: the passphrase as typed, in UTF-8.
-    let password: [UInt8]
-    /// What `matches` compares: derived, so two keys compare without either secret being compared.
-    private let fingerprint: SecretKey
+    /// CPace's PRS: the passphrase as typed, in UTF-8; also what the control port's SPAKE2 derives w from.
+    package let password: [UInt8]
 
     public init(secret: String) {
         password = Array(secret.utf8)
-        fingerprint = SecretKey.derived(key: Array("PartyCast party key fingerprint".utf8), message: password)
-    }
-
-    /// Whether both were made from the same secret: the remote control's check of a presented key.
-    /// Compares the derived fingerprints in constant time.
-    public func matches(_ other: PartyKey) -> Bool {
-        fingerprint == other.fingerprint
     }
 }
 

@@ -154,19 +154,19 @@ struct Ctl: AsyncParsableCommand {
         return "http://\(service.address):\(service.txt["control"]!)"
     }
 
-    /// Proves the key to the party with CPace over two requests and returns the session token it
-    /// grants. The party proves it holds the key first: if its proof does not verify, nothing more is
-    /// sent (not even the command), and ctl exits 12.
+    /// Proves the key to the party with SPAKE2 (role A) over two requests and returns the session
+    /// token it grants. The party proves it holds the key first: if its confirmation does not verify,
+    /// nothing more is sent (not even the command), and ctl exits 12.
     static func openSession(at base: String, key: PartyKey) async throws(PartyCastError) -> String {
-        let handshake = KeyHandshake.Initiator(key: key)
-        let sessionID = Data(handshake.sessionID).base64EncodedString()
-        let challenge: ControlSession.Challenge = try await post(ControlSession.Start(sessionID: sessionID, share: Data(handshake.share).base64EncodedString()),
+        let remote = Spake2.Party(role: .a, key: key)
+        let sessionID = Data(KeyHandshake.randomBytes(ControlSession.sessionIDBytes)).base64EncodedString()
+        let challenge: ControlSession.Challenge = try await post(ControlSession.Start(sessionID: sessionID, share: Data(remote.share).base64EncodedString()),
                                                                  to: base, path: "/api/session")
         guard let share = Data(base64Encoded: challenge.share), let proof = Data(base64Encoded: challenge.confirmation),
-              let (confirmation, _) = handshake.finish(broadcasterShare: [UInt8](share), broadcasterConfirmation: [UInt8](proof)) else {
+              let confirmations = remote.finish(peerShare: [UInt8](share)), confirmations.verify([UInt8](proof)) else {
             throw PartyCastError(.key, "the party at \(base) could not prove it holds the party key (another key, or not the party you meant); sent it nothing more")
         }
-        let token: ControlSession.Token = try await post(ControlSession.Confirm(sessionID: sessionID, confirmation: Data(confirmation).base64EncodedString()),
+        let token: ControlSession.Token = try await post(ControlSession.Confirm(sessionID: sessionID, confirmation: Data(confirmations.own).base64EncodedString()),
                                                          to: base, path: "/api/session/confirm")
         return token.token
     }

@@ -6,10 +6,14 @@ listener's volume slider, checks both through the JSON API, checks the layout a 
 one line, disabled buttons that look it, rows that say they can be tapped, durations clear of artists,
 the library by title, a favicon, nothing in the console), and saves a screenshot.
 
+A private party's page goes through a relay here that records every byte between the browser and
+the control port: the page proves the key (SPAKE2) for a token, a wrong key first, and the key's
+bytes must appear nowhere in that traffic.
+
 Environment:
   PARTYCAST_REMOTE_URL         the remote's base URL, e.g. http://127.0.0.1:7361/ (required)
   PARTYCAST_SCREENSHOT         where to save the PNG (default: ./partycast-remote.png)
-  PARTYCAST_KEY                a private party's key (typed into the page's key form)
+  PARTYCAST_KEY                a private party's key (typed into the page's key form; the remote must be on 127.0.0.1)
   PARTYCAST_EXPECT_LISTENERS   wait until at least this many listeners show (default 1; 0 skips the slider)
   PARTYCAST_EXPECT_TITLE       wait until the title contains this text
   PARTYCAST_WINDOW             WIDTHxHEIGHT of the window (default 360x740, a small phone)
@@ -22,11 +26,13 @@ Environment:
   CHROMEDRIVER                 the driver (default: chromedriver on PATH, else /usr/bin/chromedriver)
 Exit status 0 when every step passed; 1 with the failed step on stderr.
 """
+import base64
 import json
 import os
 import shutil
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -36,7 +42,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-BASE = os.environ["PARTYCAST_REMOTE_URL"].rstrip("/") + "/"
+from relay import Relay
+
+DIRECT = os.environ["PARTYCAST_REMOTE_URL"].rstrip("/") + "/"
 SHOT = os.environ.get("PARTYCAST_SCREENSHOT", "partycast-remote.png")
 KEY = os.environ.get("PARTYCAST_KEY") or None
 LISTENERS = int(os.environ.get("PARTYCAST_EXPECT_LISTENERS", "1"))
@@ -49,13 +57,29 @@ IDENTIFY = os.environ.get("PARTYCAST_IDENTIFY") == "1"
 TIMEOUT = float(os.environ.get("PARTYCAST_TIMEOUT", "20"))
 
 
+PAGE = None  # the driver, whose page holds a private party's session token
+
+
 def status():
-    """The party as the API tells it, for checking what the page did."""
-    request = urllib.request.Request(BASE + "api/status")
+    """The party as the API tells it, for checking what the page did (straight to the party, with the
+    page's own token on a private one)."""
+    request = urllib.request.Request(DIRECT + "api/status")
     if KEY:
-        request.add_header("Authorization", "Bearer " + KEY)
+        request.add_header("Authorization", "Bearer " + PAGE.execute_script("return token"))
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
+
+
+def check_key_never_sent(relay):
+    """The key in any form a page could send it (as typed, base64, URL-encoded) is in no stream; the
+    handshake itself is."""
+    streams = relay.recorded()
+    forms = {KEY.encode(), base64.b64encode(KEY.encode()), urllib.parse.quote(KEY).encode(), json.dumps(KEY).encode()}
+    check(any(b"POST /api/session " in stream for stream in streams) and any(b"POST /api/session/confirm " in stream for stream in streams),
+          "the page ran no key handshake through the relay")
+    leaks = [form for form in forms for stream in streams if form in stream]
+    check(not leaks, f"the key crossed the network as {leaks}")
+    print(f"relayed {len(streams)} streams, {sum(map(len, streams))} bytes: the key in none", flush=True)
 
 
 def step(name):
@@ -141,15 +165,26 @@ def main():
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver_path = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    global PAGE
+    driver = PAGE = webdriver.Chrome(service=Service(driver_path), options=options)
     wait = WebDriverWait(driver, TIMEOUT)
     try:
-        step("load " + BASE)
-        driver.get(BASE)
+        relay = Relay((urllib.parse.urlsplit(DIRECT).hostname, urllib.parse.urlsplit(DIRECT).port), timeout=TIMEOUT) if KEY else None
+        base = f"http://127.0.0.1:{relay.port}/" if relay else DIRECT
+        step("load " + base)
+        driver.get(base)
         if KEY:
-            step("type the party key")
-            wait.until(EC.visibility_of_element_located((By.ID, "key"))).send_keys(KEY)
+            step("type a wrong key: the broadcaster's proof fails, the page asks again")
+            wait.until(EC.visibility_of_element_located((By.ID, "key"))).send_keys(KEY + " wrong")
             driver.find_element(By.ID, "key-submit").click()
+            wait.until(lambda d: "wrong party key" in d.find_element(By.ID, "error").text)
+            check(driver.find_element(By.ID, "key-form").is_displayed(), "the key form is gone after a wrong key")
+            step("type the party key")
+            driver.find_element(By.ID, "key").send_keys(KEY)
+            started = time.monotonic()
+            driver.find_element(By.ID, "key-submit").click()
+            wait.until(lambda d: d.execute_script("return token"))
+            print(f"login: {(time.monotonic() - started) * 1000:.0f} ms from the click to the token", flush=True)
 
         step("live: the WebSocket is connected and a title shows")
         wait.until(lambda d: "online" in d.find_element(By.ID, "connection").get_attribute("class"))
@@ -228,6 +263,9 @@ def main():
                 check(not control.is_enabled(), f"{control.get_attribute('outerHTML')[:80]} is still enabled after the party ended")
             print("connection:", driver.find_element(By.ID, "connection").text, flush=True)
             driver.save_screenshot(SHOT.replace(".png", "-ended.png"))
+        if relay:
+            step("the key never crossed the network")
+            check_key_never_sent(relay)
         print("remote page: every step passed", flush=True)
         return 0
     except Exception as error:  # noqa: BLE001 — any failure is reported as the step it happened in

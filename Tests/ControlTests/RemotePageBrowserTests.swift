@@ -19,8 +19,9 @@ final class RemotePageBrowserTests: XCTestCase {
         try await drive(key: nil)
     }
 
-    /// The page asks for the key (the script types it), then sends it on every request and as the
-    /// WebSocket's first message. Only against the recording party: a real one sets its own key.
+    /// The page asks for the key (the script types a wrong one, then the right one), proves it with
+    /// SPAKE2 for a token and sends only that, through a relay that records every byte: the key's
+    /// must be in none. Only against the recording party: a real one sets its own key.
     func testAPrivatePartysPageAsksForTheKeyOnce() async throws {
         guard ProcessInfo.processInfo.environment["PARTYCAST_REMOTE_URL"] == nil else { throw XCTSkip("runs against the recording party only") }
         try await drive(key: "a private party key")
@@ -49,6 +50,10 @@ final class RemotePageBrowserTests: XCTestCase {
         await server?.stop()
         let result = script.wait(timeout: 60)
         XCTAssertEqual(result.status, 0, "\(result.stdout)\n\(result.stderr)")
+        if key != nil {
+            XCTAssertTrue(result.stdout.contains("the key in none"), "the relay's check ran:\n\(result.stdout)")
+            print(result.stdout.split(separator: "\n").filter { $0.hasPrefix("login:") || $0.hasPrefix("relayed") }.joined(separator: "\n"))
+        }
         let png = FileManager.default.contents(atPath: screenshot) ?? Data()
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "a PNG at \(screenshot)")
         if let party {

@@ -53,11 +53,6 @@ final class KeyDerivationTests: XCTestCase {
                        hex("164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737"))
     }
 
-    func testPartyKeysMatchOnlyTheSameSecret() {
-        XCTAssertTrue(PartyKey(secret: "correct horse battery").matches(PartyKey(secret: "correct horse battery")))
-        XCTAssertFalse(PartyKey(secret: "correct horse battery").matches(PartyKey(secret: "correct horse batterY")))
-    }
-
     func testRecordsAreChaCha20Poly1305OverDirectionAndCount() throws {
         let session = KeySession(intermediateSessionKey: isk, sessionID: sessionID)
         var sealer = session.sealer(sending: .broadcasterToListener)

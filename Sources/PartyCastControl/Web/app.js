@@ -1,9 +1,13 @@
 // The PartyCast remote: renders every snapshot the party pushes over /api/events and sends each
 // control to the JSON API. Text from the party (titles, names) goes in with textContent only.
+// A private party's key stays in this tab: the page proves it with SPAKE2 (spake2.js) for a
+// session token, and sends only that.
 "use strict";
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const keyStorage = "partycast-key";
+let token = null;             // the session token a key handshake earned, for Authorization: Bearer
+let session = null;           // the handshake under way, which every request that needs a token awaits
 let snapshot = null;
 let receivedAt = 0;           // performance.now() when `snapshot` arrived, to advance the position locally
 let seeking = false;          // the user holds the seek bar: don't move it under their finger
@@ -26,16 +30,60 @@ function showError(message) {
 function askForKey(message) {
   if (socket) { socket.onclose = null; socket.close(); socket = null; }
   sessionStorage.removeItem(keyStorage);
+  token = null;
   $("#key-form").hidden = false;
   $("#key").focus();
   if (message) showError(message);
 }
 
-async function api(method, path, body) {
-  const headers = {};
+const base64 = (bytes) => btoa(String.fromCharCode(...bytes));
+const unbase64 = (text) => Array.from(atob(text), (character) => character.charCodeAt(0));
+
+async function post(path, body) {
+  const response = await fetch("/api/" + path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  return { response, answer: await response.json().catch(() => null) };
+}
+
+// SPAKE2 as the remote (role A): the broadcaster must prove the key before this side confirms;
+// then its token. True once there is a token; otherwise the page has said why.
+async function openSession(key) {
+  try {
+    spake2.load();
+  } catch (error) {
+    showError("this page cannot prove the key (" + error.message + "): the broadcaster needs Debian's node-elliptic; broadcaster ctl works without");
+    return false;
+  }
+  const remote = spake2.remote(key);
+  const sessionID = base64(crypto.getRandomValues(new Uint8Array(16)));
+  try {
+    const start = await post("session", { sessionID, share: base64(remote.share) });
+    if (!start.response.ok) { showError((start.answer && start.answer.error) || start.response.statusText); return false; }
+    const confirmations = remote.finish(unbase64(start.answer.share));
+    if (!confirmations || !spake2.same(confirmations.expected, unbase64(start.answer.confirmation))) {
+      askForKey("wrong party key (or this is not the party's broadcaster)");
+      return false;
+    }
+    const confirm = await post("session/confirm", { sessionID, confirmation: base64(confirmations.own) });
+    if (!confirm.response.ok) { showError((confirm.answer && confirm.answer.error) || confirm.response.statusText); return false; }
+    token = confirm.answer.token;
+    return true;
+  } catch (error) {
+    showError("the broadcaster does not answer: " + error.message);
+    return false;
+  }
+}
+
+// One handshake at a time, however many requests found their token missing or expired.
+function ensureSession() {
+  if (!session) session = openSession(partyKey()).finally(() => { session = null; });
+  return session;
+}
+
+function authorization() { return token ? { Authorization: "Bearer " + token } : {}; }
+
+async function api(method, path, body, renewed) {
+  const headers = authorization();
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const key = partyKey();
-  if (key) headers["Authorization"] = "Bearer " + key;
   let response;
   try {
     response = await fetch("/api/" + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -43,7 +91,10 @@ async function api(method, path, body) {
     showError("the broadcaster does not answer: " + error.message);
     return null;
   }
-  if (response.status === 401) { askForKey("the party key is needed"); return null; }
+  if (response.status === 401) {
+    if (!partyKey()) { askForKey("the party key is needed"); return null; }
+    return !renewed && await ensureSession() ? api(method, path, body, true) : null;
+  }
   const answer = await response.json().catch(() => null);
   if (!response.ok) { showError((answer && answer.error) || response.statusText); return null; }
   return answer;
@@ -108,9 +159,8 @@ async function showCover(item) {
   if (!item || !item.hasCover) { image.hidden = true; image.removeAttribute("src"); return; }
   const key = item.id + ":" + item.coverRevision;
   if (!covers.has(key)) {
-    // Fetched rather than linked: an <img> cannot send a private party's key.
-    const headers = partyKey() ? { Authorization: "Bearer " + partyKey() } : {};
-    const response = await fetch("/api/items/" + item.id + "/cover?rev=" + item.coverRevision, { headers }).catch(() => null);
+    // Fetched rather than linked: an <img> cannot send a private party's token.
+    const response = await fetch("/api/items/" + item.id + "/cover?rev=" + item.coverRevision, { headers: authorization() }).catch(() => null);
     if (!response || !response.ok) { image.hidden = true; return; }
     covers.set(key, URL.createObjectURL(await response.blob()));
   }
@@ -255,8 +305,7 @@ function connect() {
   socket = ws;
   ws.onopen = () => {
     opened = true;
-    const key = partyKey();
-    if (key) ws.send(JSON.stringify({ key }));
+    if (token) ws.send(JSON.stringify({ token }));
   };
   ws.onmessage = (event) => {
     retryDelay = 500;
@@ -268,7 +317,13 @@ function connect() {
     socket = null;
     // 1001: the server is going away. Retrying goes on, should a service start it again.
     setLive(false, !opened || event.code === 1001);
-    if (event.code === 1008) { askForKey(event.reason || "wrong party key"); return; }
+    // 1008: no token, or an expired one: a new handshake with the key this tab holds, if it does.
+    if (event.code === 1008) {
+      token = null;
+      if (!partyKey()) { askForKey(event.reason || "the party key is needed"); return; }
+      ensureSession().then((renewed) => { if (renewed || partyKey()) setTimeout(connect, renewed ? 0 : retryDelay); });
+      return;
+    }
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
@@ -284,12 +339,12 @@ async function start() {
   connect();
 }
 
-$("#key-form").addEventListener("submit", (event) => {
+$("#key-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   sessionStorage.setItem(keyStorage, $("#key").value);
   $("#key").value = "";
   $("#error").hidden = true;
-  start();
+  if (await ensureSession()) start();
 });
 $("#pause").onclick = () => command("POST", "pause");
 $("#resume").onclick = () => command("POST", "resume");
