@@ -39,7 +39,7 @@ public final class SendspinDialler: Service, Sendable {
     /// after the pacer's (the services stop in reverse order): the players have had their stream's
     /// end by then, and what is left (a wait, a dial, a player that never joined) is cancelled.
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { tasks in
                 for url in self.players { tasks.addTask { await self.keepDialling(url) } }
             }
