@@ -222,7 +222,7 @@ struct ControlAPI: Sendable {
             throw APIError(.tooManyRequests, "too many unconfirmed key handshakes from your address: one a second", headers: [.retryAfter: "1"])
         }
         guard let challenge = sessions.start(try await decode(ControlSession.Start.self, request), key: key, address: address) else {
-            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 65-byte uncompressed P-256 share, base64), or too many at once")
+            throw APIError(.badRequest, "not a key handshake (a 16-byte session id and a 65-byte uncompressed P-256 share, base64) with an id not in use, or too many at once")
         }
         return try json(challenge)
     }

@@ -61,7 +61,9 @@ final class ControlSessions: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    /// Answers a remote's share: nil when it is no valid share or too many handshakes are pending.
+    /// Answers a remote's share: nil when it is no valid share, its session id is pending already
+    /// (ids cross the Wi-Fi in clear: a guest who saw one must not replace its handshake), or too many
+    /// handshakes are pending.
     func start(_ start: ControlSession.Start, key: PartyKey, address: String,
                now: UInt64 = monotonicNanoseconds()) -> ControlSession.Challenge? {
         guard Data(base64Encoded: start.sessionID)?.count == ControlSession.sessionIDBytes, let share = Data(base64Encoded: start.share) else { return nil }
@@ -69,7 +71,7 @@ final class ControlSessions: Sendable {
         guard let confirmations = broadcaster.finish(peerShare: [UInt8](share)) else { return nil }
         let admitted = state.withLockedValue { s in
             s.pending = s.pending.filter { $0.value.expires > now }
-            guard s.pending.count < Self.maxPending else { return false }
+            guard s.pending.count < Self.maxPending, s.pending[start.sessionID] == nil else { return false }
             s.pending[start.sessionID] = Pending(confirmations: confirmations, address: address, expires: now &+ Self.pendingLifetime)
             return true
         }

@@ -52,6 +52,9 @@ final class ControlKeyTests: XCTestCase {
         let sessionID = Data(KeyHandshake.randomBytes(ControlSession.sessionIDBytes)).base64EncodedString()
         let started = try await remote.startSession(client, sessionID: sessionID)
         XCTAssertEqual(started.status, 200, started.text)
+        // The id crosses the network in clear: someone who saw it cannot put a run of theirs in its place.
+        let overheard = try await remote.startSession(Spake2.Party(role: .a, key: PartyKey(secret: "a guess")), sessionID: sessionID)
+        XCTAssertEqual(overheard.status, 400, overheard.text)
         let challenge = try JSONDecoder().decode(ControlSession.Challenge.self, from: started.body)
         let share = try [UInt8](XCTUnwrap(Data(base64Encoded: challenge.share)))
         let proof = try [UInt8](XCTUnwrap(Data(base64Encoded: challenge.confirmation)))
