@@ -253,7 +253,7 @@ let package = Package(
         ]),
         .testTarget(name: "PartyCastDSPTests", dependencies: ["PartyCastDSP", "PartyCastCore"]),
         .testTarget(name: "SkewAnalyzerTests", dependencies: ["PartyCastTestSupport"]),
-        .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore"]),
+        .testTarget(name: "PartyCastOutputTests", dependencies: ["PartyCastOutput", "PartyCastClock", "PartyCastRing", "PartyCastCore", "PartyCastTestSupport"]),
         // The party in-process: its timeline and gains as values, its commands against a real Fanout
         // whose listener is an EmbeddedChannel, on a clock the test moves.
         .testTarget(name: "PartyCastBroadcastTests", dependencies: [

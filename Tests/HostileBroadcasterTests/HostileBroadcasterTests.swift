@@ -504,7 +504,6 @@ final class HostileBroadcasterTests: XCTestCase {
         }
         defer { fake.stop() }
         let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try ListenerRun(fake: fake, output: "virtual:\(directory)/out.wav")
         fake.stop()
         XCTAssertEqual(run.status, 0, run.lastWords)
@@ -554,7 +553,6 @@ final class HostileBroadcasterTests: XCTestCase {
             }
             defer { fake.stop() }
             let directory = try temporaryDirectory()
-            defer { try? FileManager.default.removeItem(atPath: directory) }
             let runs = concurrentMap(Array(1...8), limit: 8) { i in
                 Result { try ListenerRun(fake: fake, output: "virtual:\(directory)/\(i).wav", extra: ["--listener-name", "r\(round)-\(i)"]) }
             }

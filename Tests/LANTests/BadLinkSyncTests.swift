@@ -32,8 +32,6 @@ final class BadLinkSyncTests: XCTestCase {
     var bin = ""
     var environment: [String: String] = [:]
     private var started: [BackgroundProcess] = []
-    /// WAVs and logs: removed when the test passes, kept to look at when it fails.
-    private var directory: String?
 
     override func setUpWithError() throws {
         let bin = try releaseBuilds()
@@ -70,7 +68,6 @@ final class BadLinkSyncTests: XCTestCase {
         let down = try runProcess(Self.script, ["down"], timeout: 60, environment: environment)
         XCTAssertEqual(down.status, 0, "badlink.sh down: \(down.stderr)")
         print("BadLinkSyncTests: \(down.stdout.trimmingCharacters(in: .whitespacesAndNewlines))")
-        if let directory, testRun?.totalFailureCount == 0 { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     func on(_ host: String, _ command: [String]) throws -> BackgroundProcess {
@@ -109,7 +106,6 @@ final class BadLinkSyncTests: XCTestCase {
     func playAcross(_ link: [String], bar: Bar) throws {
         try linkUp(link)
         let directory = try temporaryDirectory()
-        self.directory = directory
         // Pink noise with a slow swell: a sharp correlation peak everywhere, and never silent, so
         // any run of exact zeros in a recording is a dropout.
         let song = "\(directory)/song.mp3"

@@ -21,8 +21,6 @@ final class PrivatePartyOnLANTests: XCTestCase {
     let relay = productPath("partycast-relay")
     let secret = "purple walrus at midnight"
     private var started: [BackgroundProcess] = []
-    /// WAVs and the capture (about 12 MB): removed when the test passes, kept to look at when it fails.
-    private var directory: String?
 
     func host(_ i: Int) -> String { "pckey-host\(i)" }
     func address(_ i: Int) -> String { "10.77.0.\(10 + i)" }
@@ -36,13 +34,11 @@ final class PrivatePartyOnLANTests: XCTestCase {
         for process in started where process.isRunning { process.signal(SIGTERM) }
         for process in started { _ = process.wait(timeout: 5) }
         started = []
-        if let directory, testRun?.totalFailureCount == 0 { try? FileManager.default.removeItem(atPath: directory) }
         try Self.harness.down()
     }
 
     func testOnlyTheKeyGetsInAndACapturedHandshakeIsWorthNothing() throws {
         let directory = try temporaryDirectory()
-        self.directory = directory
         let capturePath = "\(directory)/capture.tsv"
         // Seconds of 1 kHz sine on the private party. Both broadcasts start late enough (--start-in)
         // for every join, refusal, replay and listing below to happen first; the public one ends first.

@@ -22,8 +22,6 @@ final class StationPartyOnLANTests: XCTestCase {
     var bin = ""
     private var started: [BackgroundProcess] = []
     private let watch = StderrWatch()
-    /// WAVs, logs and the station's files: removed when the test passes, kept when it fails.
-    private var directory: String?
 
     override func setUpWithError() throws {
         let bin = try releaseBuilds()
@@ -39,7 +37,6 @@ final class StationPartyOnLANTests: XCTestCase {
         started = []
         watch.stop()
         try harness.down()
-        if let directory, testRun?.totalFailureCount == 0 { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     /// Starts `command` on `host`, its stderr watched under `name`.
@@ -52,7 +49,6 @@ final class StationPartyOnLANTests: XCTestCase {
 
     func testListenersFollowAStationsTitlesInStepAndPlayOnThroughAnIcecastRestart() throws {
         let directory = try temporaryDirectory()
-        self.directory = directory
         let rooms = ["room3", "room4", "room5"]
         // Pink noise with a slow swell: a sharp correlation peak everywhere, and never silent, so a
         // silence in a recording is the station's.

@@ -17,7 +17,7 @@ final class DebianPackageTests: XCTestCase {
     /// Built once for every test here (dpkg-deb compresses some 100 MB).
     static let built: Result<Packages, any Error> = Result {
         let bin = try releaseBuilds()
-        let directory = try temporaryDirectory()
+        let directory = try sharedTemporaryDirectory()
         // gzip -1: the packages' contents are what is checked, and xz spends minutes on them.
         let result = try runProcess("\(repository)/scripts/make-deb.sh", [bin, directory], timeout: 1800, environment: ["DPKG_DEB_OPTIONS": "-Zgzip -z1"])
         guard result.status == 0 else { throw PackagingFailure(message: "make-deb.sh failed: \(result.stderr)") }
@@ -83,7 +83,6 @@ final class DebianPackageTests: XCTestCase {
     func testTheProgramsAreStrippedAndDependOnTheirLibrariesPackages() throws {
         let packages = try Self.built.get()
         let root = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: root) }
         let opened = ["listener": ["libasound", "libavahi-client", "libFLAC", "libfaad", "libvorbisfile"],
                       "broadcaster": ["libavahi-client", "libFLAC", "libfaad", "libvorbisfile"]]
         for (program, deb) in [("listener", packages.listener), ("broadcaster", packages.broadcaster)] {
@@ -154,12 +153,10 @@ final class DebianPackageTests: XCTestCase {
     func testTheUnitsVerifyAndTheDefaultFilesDocumentEveryOption() throws {
         let packages = try Self.built.get()
         let root = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: root) }
         let unused = ["listener": ["--help", "--key", "--quiet", "--once", "--simulate-clock", "--clock-log"], "broadcaster": ["--help", "--key"]]
         let subcommand = ["listener": "join", "broadcaster": "share"]
         var units: [String] = []
         let copies = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: copies) }
         for (program, deb) in [("listener", packages.listener), ("broadcaster", packages.broadcaster)] {
             try unpacked(deb, into: root)
             let unit = try String(contentsOfFile: "\(root)/lib/systemd/system/partycast-\(program).service", encoding: .utf8)
@@ -196,7 +193,6 @@ final class DebianPackageTests: XCTestCase {
     func testThePackagedListenerPlaysThePackagedBroadcastersFolder() throws {
         let packages = try Self.built.get()
         let scratch = try temporaryDirectory(), root = scratch + "/root"
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
         for deb in [packages.listener, packages.broadcaster] { try unpacked(deb, into: root) }
         let music = scratch + "/music"
         try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)

@@ -2,6 +2,7 @@ import Foundation
 import PartyCastCore
 import PartyCastOutput
 import PartyCastRing
+import PartyCastTestSupport
 import Synchronization
 import XCTest
 
@@ -32,13 +33,6 @@ final class OutputLifecycleTests: XCTestCase {
     func outputs(in directory: String) -> [(output: AudioOutput, file: String?)] {
         let wav = directory + "/out.wav", card = directory + "/card.wav"
         return [(NullOutput(), nil), (WavFileOutput(path: wav), wav), (VirtualCardOutput(path: card), card)]
-    }
-
-    func temporaryDirectory() throws -> String {
-        let path = NSTemporaryDirectory() + "partycast-output-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
-        return path
     }
 
     func testStopBeforeStartRunsNothing() throws {

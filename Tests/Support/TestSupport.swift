@@ -163,12 +163,6 @@ private func loopbackAddress(port: Int) -> sockaddr_in {
     return address
 }
 
-public func temporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "partycast-test-" + UUID().uuidString
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 /// Audio read back through sox (a reader we did not write): interleaved Float32.
 public struct DecodedAudio {
     public var sampleRate: Int
