@@ -17,20 +17,34 @@ final class LoopbackBroadcastTests: XCTestCase {
     }
 
 
-    /// Shares with `arguments` to two listeners that record to `recordings`1.wav and 2.wav, and
-    /// waits for all three to end, each with status 0; returns the broadcaster's result.
-    func shareToTwoRecordingListeners(_ arguments: [String], recordings: String) throws -> ProcessResult {
+    /// A broadcaster sharing to two listeners that record to `recordings`1.wav and 2.wav.
+    struct SharedToTwo {
+        var arguments: [String]
+        var server: BackgroundProcess
+        var listeners: [BackgroundProcess]
+    }
+
+    func startSharingToTwoRecordingListeners(_ arguments: [String], recordings: String) throws -> SharedToTwo {
         let port = freePort()
         let server = try share(arguments, port: port)
         XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
-        let listeners = try (1...2).map { try join(port: port, output: "wav:\(recordings)\($0).wav") }
-        for (i, l) in listeners.enumerated() {
+        return SharedToTwo(arguments: arguments, server: server,
+                           listeners: try (1...2).map { try join(port: port, output: "wav:\(recordings)\($0).wav") })
+    }
+
+    /// Waits for all three to end, each with status 0; returns the broadcaster's result.
+    func finish(_ shared: SharedToTwo) -> ProcessResult {
+        for (i, l) in shared.listeners.enumerated() {
             let result = l.wait(timeout: 60)
-            XCTAssertEqual(result.status, 0, "listener \(i + 1) of \(arguments): \(result.stderr)")
+            XCTAssertEqual(result.status, 0, "listener \(i + 1) of \(shared.arguments): \(result.stderr)")
         }
-        let served = server.wait(timeout: 30)
+        let served = shared.server.wait(timeout: 30)
         XCTAssertEqual(served.status, 0, served.stderr)
         return served
+    }
+
+    func shareToTwoRecordingListeners(_ arguments: [String], recordings: String) throws -> ProcessResult {
+        finish(try startSharingToTwoRecordingListeners(arguments, recordings: recordings))
     }
 
     /// Listeners that join before the start get the whole song from its first sample: Opus
@@ -42,8 +56,13 @@ final class LoopbackBroadcastTests: XCTestCase {
         let referencePath = "\(directory)/cbr.mp3.mpg123.wav"
         XCTAssertEqual(try runProcess("sox", [referencePath, "\(directory)/ref48.wav", "rate", "-v", "48000"]).status, 0)
         let reference48 = try readAudio("\(directory)/ref48.wav")
-        for (codec, bar, expected) in [("opus", 10.0, reference48), ("pcm", 50.0, reference)] {
-            let served = try shareToTwoRecordingListeners([mp3, "--codec", codec, "--start-in", "3"], recordings: "\(directory)/\(codec)")
+        let runs = [("opus", 10.0, reference48), ("pcm", 50.0, reference)]
+        // Both parties at once, on ports of their own.
+        let parties = try runs.map { codec, _, _ in
+            try startSharingToTwoRecordingListeners([mp3, "--codec", codec, "--start-in", "3"], recordings: "\(directory)/\(codec)")
+        }
+        for ((codec, bar, expected), party) in zip(runs, parties) {
+            let served = finish(party)
             XCTAssertTrue(served.stderr.contains("2 listener(s) joined"), served.stderr)
             for i in 1...2 {
                 let ours = try readAudio("\(directory)/\(codec)\(i).wav")
