@@ -73,13 +73,11 @@ final class PipeSourceTests: XCTestCase {
             out = open(sys.argv[1], "wb", buffering=0)
             blocks = [b"".join(struct.pack("<hh", v, v) for v in (int(12000 * math.sin(2 * math.pi * 440 * (n + i) / 48000)) for i in range(960)))
                       for n in range(0, 150 * 960, 960)]
-            def play(start):
-                for index, frames in enumerate(blocks):
-                    out.write(frames)
-                    time.sleep(max(0, start + (index + 1) * 0.02 - time.monotonic()))
-            play(time.monotonic())
-            time.sleep(2)
-            play(time.monotonic())
+            start = time.monotonic()
+            for index, frames in enumerate(blocks + blocks):
+                out.write(frames)
+                stall = 2 if index + 1 >= len(blocks) else 0
+                time.sleep(max(0, start + (index + 1) * 0.02 + stall - time.monotonic()))
             """
         let fed = try runProcess("python3", ["-c", writer, "\(directory)/fifo"], timeout: 30)
         XCTAssertEqual(fed.status, 0, fed.stderr)

@@ -75,7 +75,7 @@ async def handle(reader, writer):
 async def main():
     server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]))
     async with server:
-        await asyncio.sleep(120)
+        await server.serve_forever()  # until the test ends it (SIGTERM, by PID)
 
 
 asyncio.run(main())

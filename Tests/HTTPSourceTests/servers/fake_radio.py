@@ -6,6 +6,7 @@ to stderr once it accepts). Every route is one way a server answers a radio play
 """
 import argparse
 import http.server
+import itertools
 import os
 import socketserver
 import ssl
@@ -39,6 +40,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with open(args.mp3, "rb") as f:
             return f.read()
 
+    def live(self, blocks, seconds_apart):
+        """A live station: each of the blocks (an endless iterator) a while after the last."""
+        for block in blocks:
+            self.raw(block)
+            time.sleep(seconds_apart)
+
     def do_GET(self):
         path = self.path.split("?")[0]
         with hits_lock:
@@ -60,12 +67,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         metaint = 8192
         self.raw(b"ICY 200 OK\r\nicy-name: Radio Caf\xe9\r\ncontent-type: audio/mpeg\r\nicy-metaint: %d\r\n\r\n" % metaint)
         titles = [b"StreamTitle='Caf\xe9 del Mar';", "StreamTitle='Ünïcödé ♫ it's \"quoted\"';StreamUrl='http://x/';".encode()]
-        data, n = self.audio(), 0
-        while True:
-            for i in range(0, len(data) - metaint, metaint):
-                self.raw(data[i:i + metaint] + icy_block(titles[n % 2]))
-                n += 1
-                time.sleep(0.05)
+        data = self.audio()
+        offsets = itertools.cycle(range(0, len(data) - metaint, metaint))
+        self.live((data[i:i + metaint] + icy_block(titles[n % 2]) for n, i in enumerate(offsets)), seconds_apart=0.05)
 
     # -- ICY with a garbage block (claims 255x16 bytes of noise), then a good title, then the end ---
     def garbage(self):
@@ -90,10 +94,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if first:
             self.raw(data[:65536])
             return
-        while True:
-            for i in range(0, len(data), 8192):
-                self.raw(data[i:i + 8192])
-                time.sleep(0.02)
+        self.live(itertools.cycle([data[i:i + 8192] for i in range(0, len(data), 8192)]), seconds_apart=0.02)
 
     # -- the same, but the first connection goes silent instead (the socket stays open) ----------
     def stall(self):
