@@ -8,26 +8,27 @@ PEER_PACKAGES := faad flac vorbis-tools ffmpeg \
 	libasound2-plugins pulseaudio pulseaudio-utils mpg123 sox lame opus-tools python3 avahi-daemon avahi-utils dbus iproute2 util-linux bc time \
 	gnuplot-nox libportaudio2 chromium chromium-driver icecast2 ezstream openssl dpkg-dev binutils systemd alsa-utils qrencode mpd mpc \
 	nodejs node-elliptic
-APT_PACKAGES := $(BUILD_PACKAGES) $(PEER_PACKAGES)
 # The tests' drivers from PyPI (scripts/test-requirements.txt, pinned) live in .venv.
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps build-deps test-build test-setup fixtures build release deb test check tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
+.PHONY: deps build-deps test-build test-resolve test-setup fixtures build release deb test check tsan demo fuzz bench bench-broadcast bench-footprint bench-sync bench-clock text-order proto clean
 
-# Installs the Debian packages only when one is missing (apt-get update runs once, first).
-deps:
-	@scripts/install-debs.sh $(APT_PACKAGES)
+# Installs the Debian packages only when one is missing (apt-get update runs once, first): what the
+# build compiles against, then the rest.
+deps: build-deps
+	@scripts/install-debs.sh $(PEER_PACKAGES)
 
 build-deps:
 	@scripts/install-debs.sh $(BUILD_PACKAGES)
 
-# The tests' pinned PyPI packages, into .venv; again only when the list changes.
+# The tests' pinned PyPI packages, into .venv; again only when the list changes. Not compiled to
+# bytecode here (a quarter of pip's CPU): Python compiles what a test imports, once, when it does.
 $(VENV)/.installed: scripts/test-requirements.txt scripts/find-python.sh
 	rm -rf $(VENV)
 	"$$(scripts/find-python.sh)" -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/test-requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -r scripts/test-requirements.txt
 	touch $@
 
 $(FIXTURES)/.done: scripts/make-fixtures.sh | deps
@@ -50,18 +51,22 @@ deb: deps
 	scripts/make-deb.sh .build/release .
 
 # Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
-# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Three test
+# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Four test
 # classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
-# The build takes both cores while the tests' peers, drivers and fixtures install beside it (network
-# and disk, mostly): on a new machine that hides the minutes apt and pip take.
+# First the build's Debian packages, the Swift packages' checkouts and the tests' venv, at once (network,
+# disk and pip's one core); then the build takes both cores while the tests' peers and fixtures
+# install beside it. On a new machine that hides most of the minutes apt and pip take.
 TEST_BUILD := --scratch-path .build-test -c release -Xswiftc -enable-testing
-test: build-deps
-	$(MAKE) --no-print-directory -j2 test-build test-setup
+test:
+	$(MAKE) --no-print-directory -j3 test-build test-setup
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
 		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
 
-test-build: build-deps
+test-build: build-deps test-resolve
 	swift build $(TEST_BUILD) --build-tests
+
+test-resolve:
+	swift package --scratch-path .build-test resolve
 
 test-setup: deps fixtures $(VENV)/.installed
 
