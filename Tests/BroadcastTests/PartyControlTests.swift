@@ -164,12 +164,13 @@ final class PartyControlTests: XCTestCase {
                         XCTAssertEqual(after / before, ratio, accuracy: 0.05 * ratio, "\(recording.name): level after \(step.arguments)")
                         // A ramp, not a jump: no step from one frame to the next beyond the ramp's own
                         // slope (30 ms from the old gain to the new), measured against the tone itself.
-                        // The estimate's own noise (the interpolator's) is what it reads where the gain holds still.
+                        // The estimate's own noise (the interpolator's) is what it reads where the gain holds still,
+                        // over as many frames as the ramp's window: its largest step grows with the frames read.
                         let ramp = Int(recording.rate * 0.030), middle = Int(edge)
                         let slope = abs(ratio - 1) / Double(ramp)
                         let fit = (middle - ramp - 4800)..<(middle - ramp)
                         func steps(_ frames: Range<Int>) -> Double { recording.largestGainStep(over: frames, before: fit, frequencies: [600, 800, 1200]) }
-                        let noise = max(steps((middle - ramp - 1200)..<(middle - ramp)), steps((middle + ramp)..<(middle + ramp + 1200)))
+                        let noise = max(steps((middle - 3 * ramp)..<(middle - ramp)), steps((middle + ramp)..<(middle + 3 * ramp)))
                         let jump = steps((middle - ramp)..<(middle + ramp))
                         XCTAssertLessThanOrEqual(jump, 1.5 * slope + 2 * noise,
                                                  "\(recording.name): a step in the gain on \(step.arguments) (slope \(slope), estimate's noise \(noise))")
