@@ -31,7 +31,7 @@ slowest=(
 # players within 200 µs), RemotePageTests (a tap heard within 500 ms), ListenerFootprintTests
 # (wake-ups, which load does not add). A guest's flood of thousands of connections runs beside them
 # too, its load at the others' lower priority.
-timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests MPDSourceTests"
+timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests MPDPauseFadeTests"
 if [ $# -gt 0 ]; then
     classes=("$@")
 else

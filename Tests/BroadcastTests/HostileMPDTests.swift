@@ -71,7 +71,7 @@ extension MPDSourceTests {
         let port = freePort()
         let fake = try startProcess("python3", ["-c", Self.fakeMPD, "\(port)", mode])
         XCTAssertTrue(waitForPort(port, timeout: 10), fake.stderr)
-        let (broadcaster, remote, _) = try startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(port)"])
+        let (broadcaster, remote, _) = try Self.startBroadcaster(["pipe:\(fifo)", "--mpd", "127.0.0.1:\(port)"])
         return (fake, broadcaster, remote, "127.0.0.1:\(port)")
     }
 
