@@ -137,7 +137,7 @@ let package = Package(
         // The broadcaster's Sendspin server role: a WebSocket (Hummingbird's) where Sendspin players
         // join the party as listeners, and the players it dials.
         .target(name: "PartyCastSendspinServer", dependencies: [
-            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastControl", "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastOutput",
+            "PartyCastSendspin", "PartyCastBroadcast", "PartyCastWebServer", "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastOutput",
             .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "WSCore", package: "swift-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -215,9 +215,20 @@ let package = Package(
             "PartyCastPlayer", "PartyCastNetwork", "PartyCastSendspin", "PartyCastSendspinClient", "PartyCastClock", "PartyCastDiscovery", "PartyCastCLI", "PartyCastSourceRegistry", "PartyCastDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], exclude: ["link"], linkerSettings: leanListener),
+        // What the broadcaster's two web ports (the remote control, Sendspin) share: a Hummingbird
+        // application bound before the party is announced, the connection census and caps, and the
+        // WebSocket context that knows the peer's address. Apart, so that neither port builds on the other.
+        .target(name: "PartyCastWebServer", dependencies: [
+            "PartyCastControlSeam",
+            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // The party's remote control: the HTTP + JSON API, its WebSocket of snapshots and the web page.
         .target(name: "PartyCastControl", dependencies: [
-            "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastWire", "CQREncode", "CLibCrypto",
+            "PartyCastControlSeam", "PartyCastCore", "PartyCastNetwork", "PartyCastWebServer", "PartyCastWire", "CQREncode", "CLibCrypto",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

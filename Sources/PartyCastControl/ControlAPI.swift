@@ -5,6 +5,7 @@ import HummingbirdWebSocket
 import NIOCore
 import PartyCastControlSeam
 import PartyCastCore
+import PartyCastWebServer
 import PartyCastWire
 
 /// The bodies the API takes, shared with `broadcaster ctl` so both sides agree on the field names.

@@ -1,5 +1,4 @@
 import Hummingbird
-import HummingbirdWebSocket
 import NIOConcurrencyHelpers
 import NIOCore
 import PartyCastControlSeam
@@ -108,20 +107,6 @@ struct ControlContext: RequestContext, RemoteAddressRequestContext {
 
     init(source: Source) {
         coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
-    }
-}
-
-/// A WebSocket route's context: Hummingbird's WebSocket one, plus the client's address (for the
-/// per-address key throttle and connection caps). The remote's event stream and Sendspin's use it.
-public struct WebSocketPeerContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public let webSocket: WebSocketHandlerReference<Self>
-    public let remoteAddress: SocketAddress?
-
-    public init(source: Source) {
-        coreContext = .init(source: source)
-        webSocket = .init()
         remoteAddress = source.channel.remoteAddress
     }
 }

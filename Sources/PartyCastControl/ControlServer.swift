@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import PartyCastControlSeam
 import PartyCastCore
+import PartyCastWebServer
 import PartyCastWire
 import ServiceLifecycle
 

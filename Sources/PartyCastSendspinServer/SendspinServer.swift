@@ -6,10 +6,10 @@ import NIOCore
 import NIOPosix
 import NIOWebSocket
 import PartyCastBroadcast
-import PartyCastControl
 import PartyCastControlSeam
 import PartyCastCore
 import PartyCastSendspin
+import PartyCastWebServer
 import ServiceLifecycle
 
 /// The party's Sendspin server role: a WebSocket at /sendspin where Sendspin players (Music

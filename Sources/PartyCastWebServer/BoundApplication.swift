@@ -68,7 +68,7 @@ public final class BoundApplication: Service, Sendable {
 
     /// A bind error in one line, without NIO's call site.
     public static func describe(_ error: any Error) -> String {
-        if let error = error as? IOError { return error.description.replacingOccurrences(of: "bind(descriptor:ptr:bytes:): ", with: "") }
+        if let error = error as? IOError { return error.description.replacing("bind(descriptor:ptr:bytes:): ", with: "") }
         return "\(error)"
     }
 }
