@@ -20,10 +20,11 @@ rm -f "$logs"/*.log "$logs"/*.status
 # The classes that take longest here (tens of seconds each, measured on two cores), in that order:
 # started first, they do not end up alone at the tail of the run.
 slowest=(
-    BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests SendspinListenerTests HostileGuestFloodTests HostileGuestTests PartySyncTests StereoPairTests
-    DebianPackageTests PartyControlTests LANTests PrivatePartyOnLANTests StationPartyOnLANTests
-    OpenAPIContractTests PrivatePartyLoopbackTests HTTPSourceTests RemotePageTests DiscoveryOnLANTests
-    SendspinPlayerTests SendspinDiallerTests IcecastTests PipeSourceTests ListenerFootprintTests SkewAnalyzerTests
+    BadLinkSyncTests LoopbackBroadcastTests HostileBroadcasterTests PartySyncTests DebianPackageTests SendspinListenerTests
+    SendspinPlayerTests HostileGuestFloodTests SendspinDiallerTests LANTests PartyControlTests HostileGuestTests
+    OpenAPIContractTests PrivatePartyLoopbackTests StationPartyOnLANTests StereoPairTests PrivatePartyOnLANTests
+    HTTPSourceTests MPDSourceTests DiscoveryOnLANTests MixerTests RemotePageBrowserTests MPDPauseFadeTests
+    SendspinArtworkTests IcecastTests DecoderTests PipeSourceTests IdentifyTests ListenerFootprintTests SkewAnalyzerTests
 )
 # The classes that measure time on the audio (sync, latency, gain ramps): beside each other (the bad
 # link's CPU hog among them) each would be under load its bars were not set for. Some classes time
