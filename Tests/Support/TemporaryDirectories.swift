@@ -29,14 +29,15 @@ final class TemporaryDirectories: NSObject, XCTestObservation, Sendable {
     }()
 
     private let pending = Mutex<[String]>([])
-    private let shared = Mutex<(paths: [String], failures: Int)>(([], 0))
+    /// The shared directories, and how many tests of this run failed.
+    private let wholeRun = Mutex<(paths: [String], failures: Int)>(([], 0))
 
     func created(_ path: String) {
         pending.withLock { $0.append(path) }
     }
 
     func createdShared(_ path: String) {
-        shared.withLock { $0.paths.append(path) }
+        wholeRun.withLock { $0.paths.append(path) }
     }
 
     func testCaseDidFinish(_ testCase: XCTestCase) {
@@ -45,12 +46,12 @@ final class TemporaryDirectories: NSObject, XCTestObservation, Sendable {
             return paths
         }
         let passed = testCase.testRun?.hasSucceeded ?? false
-        if !passed { shared.withLock { $0.failures += 1 } }
+        if !passed { wholeRun.withLock { $0.failures += 1 } }
         Self.removeOrKeep(paths, passed: passed, name: testCase.name)
     }
 
     func testBundleDidFinish(_ testBundle: Bundle) {
-        let (paths, failures) = shared.withLock { ($0.paths, $0.failures) }
+        let (paths, failures) = wholeRun.withLock { ($0.paths, $0.failures) }
         Self.removeOrKeep(paths, passed: failures == 0, name: "a test of this run")
     }
 
