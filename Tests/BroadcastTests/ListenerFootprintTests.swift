@@ -3,7 +3,7 @@ import PartyCastTestSupport
 import XCTest
 
 /// What keeps a listener light (issue 14), checked on the real processes: it loads no more of
-/// Foundation than FoundationEssentials, and while nothing changes its control thread sleeps.
+/// Foundation than FoundationEssentials, and while nothing changes its control thread stays idle.
 final class ListenerFootprintTests: XCTestCase {
     let broadcaster = productPath("broadcaster")
     let listener = productPath("listener")
@@ -111,7 +111,7 @@ final class ListenerFootprintTests: XCTestCase {
     /// A listener that has joined a party not yet started has nothing to do: its control thread
     /// (the main thread) wakes for the once-a-second report to the broadcaster and nothing else
     /// (it ticked every 5 ms before), and Ctrl-C still stops it at once.
-    func testAWaitingListenerSleepsAndStillStopsOnInterrupt() throws {
+    func testAWaitingListenerStaysIdleAndStillStopsOnInterrupt() throws {
         let (server, joined) = try joinAPartyNotYetStarted()
         defer { for process in [joined, server] { process.signal(SIGKILL); _ = process.wait(timeout: 10) } }
         // From here on only the clock thread works.

@@ -10,7 +10,7 @@ import Synchronization
 import XCTest
 
 /// The party's commands in-process: a pacer driven by hand on a clock the test moves, and a listener
-/// that is an EmbeddedChannel joined to the real Fanout. No threads, sockets or sleeps. The songs
+/// that is an EmbeddedChannel joined to the real Fanout. No threads, sockets or real time. The songs
 /// are ramps (sample n of song b is b + n), so where each sample went says what the listener heard.
 final class PartyCommandTests: XCTestCase {
     static let rate = 48000
