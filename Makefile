@@ -51,19 +51,20 @@ deb: deps
 	scripts/make-deb.sh .build/release .
 
 # Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
-# with -enable-testing for the tests' @testable imports, in a scratch path of its own. Four test
+# with -enable-testing on PartyCast's own modules for the tests' @testable imports (PARTYCAST_TESTABLE,
+# read by Package.swift), in a scratch path of its own. Four test
 # classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
 # First the build's Debian packages, the Swift packages' checkouts and the tests' venv, at once (network,
 # disk and pip's one core); then the build takes both cores while the tests' peers and fixtures
 # install beside it. On a new machine that hides most of the minutes apt and pip take.
-TEST_BUILD := --scratch-path .build-test -c release -Xswiftc -enable-testing
+TEST_BUILD := --scratch-path .build-test -c release
 test:
 	$(MAKE) --no-print-directory -j3 test-build test-setup
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
 		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
 
 test-build: build-deps test-resolve
-	swift build $(TEST_BUILD) --build-tests
+	PARTYCAST_TESTABLE=1 swift build $(TEST_BUILD) --build-tests
 
 test-resolve:
 	swift package --scratch-path .build-test resolve

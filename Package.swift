@@ -303,3 +303,12 @@ let package = Package(
 for target in package.targets where target.type == .test {
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-Onone"], .when(configuration: .release))]
 }
+
+// `make test`'s release build is testable (the tests' @testable imports) through PARTYCAST_TESTABLE=1,
+// on PartyCast's own modules only: -enable-testing on the dependencies (-Xswiftc) added a tenth to
+// their compile, and no test imports them so.
+if Context.environment["PARTYCAST_TESTABLE"] == "1" {
+    for target in package.targets where target.type == .regular {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-enable-testing"])]
+    }
+}
