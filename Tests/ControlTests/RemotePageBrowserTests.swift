@@ -30,10 +30,12 @@ final class RemotePageBrowserTests: XCTestCase {
     private func drive(key: String?) async throws {
         try ensureHeadlessBrowser()
         let environment = ProcessInfo.processInfo.environment
-        let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? NSTemporaryDirectory() + "partycast-remote-\(UUID().uuidString).png"
+        let directory = try temporaryDirectory()
+        let screenshot = environment["PARTYCAST_SCREENSHOT"] ?? directory + "/remote.png"
         var party: RecordingParty?
         var server: ControlServer?
-        var variables = ["PARTYCAST_SCREENSHOT": screenshot]
+        // The browser's profile too (chromium's own temporary directories) goes with the test's files.
+        var variables = ["PARTYCAST_SCREENSHOT": screenshot, "TMPDIR": directory]
         if environment["PARTYCAST_REMOTE_URL"] == nil {
             party = RecordingParty()
             server = try await ControlServer(control: party!, host: "127.0.0.1", port: 0, key: key.map(PartyKey.init(secret:)),

@@ -42,11 +42,15 @@ public struct ProcessResult {
 /// A command running in the background; its output goes to files (no pipes to fill up).
 public final class BackgroundProcess {
     public let process = Process()
-    private let base = NSTemporaryDirectory() + "partycast-run-" + UUID().uuidString
+    /// One directory for every process's output in this run (removed when the run has passed), so
+    /// that a process no test waited for leaves nothing behind either.
+    private static let outputDirectory = Result { try sharedTemporaryDirectory() }
+    private let base: String
     /// Left when the process has exited (Foundation reaps it and calls the termination handler).
     private let running = DispatchGroup()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]?) throws {
+        base = try Self.outputDirectory.get() + "/" + UUID().uuidString
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
