@@ -35,7 +35,7 @@ enum NodeModules {
         for id in modules {
             let path = "\(root)/\(id).js"
             guard let data = FileManager.default.contents(atPath: path), data.count <= maxFileBytes else {
-                let missing = "remote control: \(path) is missing: a private party's page cannot prove the key (apt install node-elliptic); `broadcaster ctl` still can"
+                let missing = "remote control: \(path) is missing: a private party's page cannot prove the key without Debian's node-elliptic package; `broadcaster ctl` still can"
                 logger.warning("\(missing)")
                 return Array("// \(missing)\n".utf8)
             }

@@ -90,6 +90,6 @@ final class Spake2PageTests: XCTestCase {
         }
         let missing = String(decoding: NodeModules.script(root: "/nonexistent", logger: Logger(label: "node-modules-test")), as: UTF8.self)
         XCTAssertEqual(missing, "// remote control: /nonexistent/elliptic/lib/elliptic/curves.js is missing: a private party's page cannot prove "
-                       + "the key (apt install node-elliptic); `broadcaster ctl` still can\n")
+                       + "the key without Debian's node-elliptic package; `broadcaster ctl` still can\n")
     }
 }
