@@ -252,8 +252,8 @@ final class ControlServerTests: XCTestCase {
         // Each change once the last one was heard: a change made while the one before it is still
         // queued replaces it (the socket holds the newest snapshot only, for a slow remote).
         let received = try await webSocket(firstMessage: nil, count: 3) { heard in
-            if heard == 1 { _ = try await remote.call(.POST, "/api/pause") }
-            if heard == 2 { _ = try await remote.call(.PUT, "/api/volume", body: #"{"percent": 12}"#) }
+            if heard == 1 { try await remote.call(.POST, "/api/pause").succeeded() }
+            if heard == 2 { try await remote.call(.PUT, "/api/volume", body: #"{"percent": 12}"#).succeeded() }
         }
         let snapshots = try received.messages.map { try JSONDecoder().decode(PartySnapshot.self, from: Data($0.utf8)) }
         XCTAssertEqual(snapshots.map(\.revision), [1, 2, 3])
@@ -275,7 +275,7 @@ final class ControlServerTests: XCTestCase {
         let remote = remote
         let token = try await remote.token(key: secret)
         let accepted = try await webSocket(firstMessage: #"{"token": "\#(token)"}"#, count: 2) { heard in
-            if heard == 1 { _ = try await remote.call(.POST, "/api/next", headers: ["Authorization": "Bearer \(token)"]) }
+            if heard == 1 { try await remote.call(.POST, "/api/next", headers: ["Authorization": "Bearer \(token)"]).succeeded() }
         }
         let snapshots = try accepted.messages.map { try JSONDecoder().decode(PartySnapshot.self, from: Data($0.utf8)) }
         XCTAssertEqual(snapshots.map(\.current), [1, 2])
@@ -396,13 +396,17 @@ final class ControlServerTests: XCTestCase {
         -> (messages: [String], close: WebSocketErrorCode?) {
         let collected = MessageBox()
         let port = server.port
-        let close = try await withTimeout(seconds: 10) {
-            try await EventsSocket.run(port: port, first: firstMessage) { text in
-                try await then(await collected.append(text))
-                return await collected.count < count
+        do {
+            let close = try await withTimeout(seconds: 10) {
+                try await EventsSocket.run(port: port, first: firstMessage) { text in
+                    try await then(await collected.append(text))
+                    return await collected.count < count
+                }
             }
+            return (await collected.messages, close)
+        } catch is TimedOut {
+            throw HeardTooFew(expected: count, heard: await collected.messages)
         }
-        return (await collected.messages, close)
     }
 
 }
@@ -428,6 +432,8 @@ struct Answer {
     var text: String { String(decoding: body, as: UTF8.self) }
     func snapshot() throws -> PartySnapshot { try JSONDecoder().decode(PartySnapshot.self, from: body) }
     func error() throws -> String { try JSONDecoder().decode(ControlErrorBody.self, from: body).error }
+    /// Throws unless the party took the command (2xx).
+    func succeeded() throws { guard (200..<300).contains(status) else { throw UnexpectedAnswer(answer: self) } }
 }
 
 private actor MessageBox {
@@ -440,6 +446,19 @@ private actor MessageBox {
 }
 
 private struct TimedOut: Error {}
+
+/// What a WebSocket that went quiet had said by then.
+private struct HeardTooFew: Error, CustomStringConvertible {
+    let expected: Int
+    let heard: [String]
+    var description: String { "\(heard.count) of \(expected) messages within 10 s: \(heard)" }
+}
+
+/// An answer other than a success, as an error that says what it was.
+private struct UnexpectedAnswer: Error, CustomStringConvertible {
+    let answer: Answer
+    var description: String { "answered \(answer.status): \(answer.text)" }
+}
 
 func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
