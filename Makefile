@@ -63,11 +63,15 @@ test:
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
 		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
 
+# In two steps: SwiftPM starts whichever ready job has the highest name, so PartyCast's own modules
+# went before NIOCore's chain, which then ran alone at the end. The wire module's closure first
+# (SwiftProtobuf and NIOCore, the longest compiles at the bottom of the graph, side by side).
 test-build: build-deps test-resolve
+	PARTYCAST_TESTABLE=1 swift build $(TEST_BUILD) --target PartyCastWire
 	PARTYCAST_TESTABLE=1 swift build $(TEST_BUILD) --build-tests
 
 test-resolve:
-	swift package --scratch-path .build-test resolve
+	PARTYCAST_TESTABLE=1 swift package --scratch-path .build-test resolve
 
 test-setup: deps fixtures $(VENV)/.installed
 
