@@ -31,6 +31,7 @@ final class RemotePageTests: XCTestCase {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Browser/remote_test.py").standardized.path
         let driven = try runProcess(testDriver("python"), [script], timeout: 240, environment: [
             "PARTYCAST_REMOTE_URL": "http://127.0.0.1:\(controlPort)/", "PARTYCAST_SCREENSHOT": screenshot,
+            "TMPDIR": directory,  // Chromium's profile, with the test's files
             "PARTYCAST_EXPECT_LISTENERS": "3", "PARTYCAST_EXPECT_TITLE": "Fixture Title", "PARTYCAST_RESUME": "1",
             "PARTYCAST_EXPECT_LIBRARY": #"{"id3v2.mp3": "Fixture Title", "/tagged.mp3": "Fixture Title"}"#,
         ])
