@@ -396,8 +396,9 @@ final class ControlServerTests: XCTestCase {
         -> (messages: [String], close: WebSocketErrorCode?) {
         let collected = MessageBox()
         let port = server.port
+        let seconds = 10.0
         do {
-            let close = try await withTimeout(seconds: 10) {
+            let close = try await withTimeout(seconds: seconds) {
                 try await EventsSocket.run(port: port, first: firstMessage) { text in
                     try await then(await collected.append(text))
                     return await collected.count < count
@@ -405,7 +406,7 @@ final class ControlServerTests: XCTestCase {
             }
             return (await collected.messages, close)
         } catch is TimedOut {
-            throw HeardTooFew(expected: count, heard: await collected.messages)
+            throw HeardTooFew(expected: count, seconds: seconds, heard: await collected.messages)
         }
     }
 
@@ -450,8 +451,9 @@ private struct TimedOut: Error {}
 /// What a WebSocket that went quiet had said by then.
 private struct HeardTooFew: Error, CustomStringConvertible {
     let expected: Int
+    let seconds: Double
     let heard: [String]
-    var description: String { "\(heard.count) of \(expected) messages within 10 s: \(heard)" }
+    var description: String { "\(heard.count) of \(expected) messages within \(seconds) s: \(heard)" }
 }
 
 /// An answer other than a success, as an error that says what it was.
