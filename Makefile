@@ -50,28 +50,37 @@ deb: deps
 	swift build -c release --product broadcaster
 	scripts/make-deb.sh .build/release .
 
-# Every test, on one build: release (what users run, and free of debug-build jitter for the sync tests)
-# with -enable-testing on PartyCast's own modules for the tests' @testable imports (PARTYCAST_TESTABLE,
-# read by Package.swift), in a scratch path of its own. Four test
+# Every test, on one build in a scratch path of its own: PartyCast's own modules compiled as a release
+# build compiles them (what users run, and free of debug-build jitter for the sync tests), testable
+# for the tests' @testable imports (PARTYCAST_TESTABLE, read by Package.swift), and most dependencies
+# unoptimized (scripts/test-swiftc says which and why). Four test
 # classes run at a time (scripts/run-tests.sh); each class's output lands in .build-test/logs.
 # First the build's Debian packages, the Swift packages' checkouts and the tests' venv, at once (network,
 # disk and pip's one core); then the build takes both cores while the tests' peers and fixtures
 # install beside it. On a new machine that hides most of the minutes apt and pip take.
+TEST_TOOLCHAIN := $(CURDIR)/.build-test/toolchain
+TEST_SWIFT := SWIFT_EXEC=$(TEST_TOOLCHAIN)/bin/swiftc PARTYCAST_CHECKOUTS=$(CURDIR)/.build-test/checkouts PARTYCAST_TESTABLE=1
 TEST_BUILD := --scratch-path .build-test -c release
 test:
 	$(MAKE) --no-print-directory -j3 test-build test-setup
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
 		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
 
-# In two steps: SwiftPM starts whichever ready job has the highest name, so PartyCast's own modules
-# went before NIOCore's chain, which then ran alone at the end. The wire module's closure first
-# (SwiftProtobuf and NIOCore, the longest compiles at the bottom of the graph, side by side).
 test-build: build-deps test-resolve
-	PARTYCAST_TESTABLE=1 swift build $(TEST_BUILD) --target PartyCastWire
-	PARTYCAST_TESTABLE=1 swift build $(TEST_BUILD) --build-tests
+	$(TEST_SWIFT) swift build $(TEST_BUILD) --build-tests
 
-test-resolve:
-	PARTYCAST_TESTABLE=1 swift package --scratch-path .build-test resolve
+# The same compiler as the build's: SwiftPM compiles each package's manifest again for another.
+test-resolve: $(TEST_TOOLCHAIN)/bin/swiftc
+	$(TEST_SWIFT) swift package --scratch-path .build-test resolve
+
+# scripts/test-swiftc where SwiftPM looks for the rest of a toolchain (../lib, for the tests'
+# discovery through libIndexStore): beside the real toolchain's lib. SwiftPM does not see what the
+# compiler adds to a command, so a new one rebuilds everything.
+$(TEST_TOOLCHAIN)/bin/swiftc: scripts/test-swiftc
+	rm -rf .build-test/$$(uname -m)-unknown-linux-gnu
+	mkdir -p $(@D)
+	ln -sfn "$$(dirname "$$(dirname "$$(readlink -f "$$(command -v swiftc)")")")/lib" $(TEST_TOOLCHAIN)/lib
+	cp scripts/test-swiftc $@
 
 test-setup: deps fixtures $(VENV)/.installed
 

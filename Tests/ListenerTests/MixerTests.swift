@@ -54,7 +54,7 @@ final class MixerTests: XCTestCase {
     }
 
     /// A tone shared to one listener on `alsa:pulse`; its volume set to 50 % through `ctl` while
-    /// parec records its stream. Returns the sink's volume then (pactl's raw value, 65536 is 100 %)
+    /// parec records its stream (StreamRecorder). Returns the sink's volume then (pactl's raw value, 65536 is 100 %)
     /// and the stream's level in its last half second against the half second before the command.
     private func changeVolume(mixer: String) throws -> (sinkVolume: Int, ratio: Double) {
         let pulse = try PulseDaemon()
@@ -68,35 +68,36 @@ final class MixerTests: XCTestCase {
         let speaker = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "alsa:pulse", "--mixer", mixer,
                                                   "--listener-name", "box", "--quiet"], environment: pulse.environment)
         defer { speaker.signal(SIGKILL); _ = speaker.wait(timeout: 10) }
-        let stream = eventually(timeout: 30) { try? pulse.run("pactl", ["list", "short", "sink-inputs"]).split(separator: "\t").first.map(String.init) }
-        guard let stream else { throw PulseFailure("no stream reached the sink: \(speaker.stderr)") }
-        let recording = "\(directory)/stream.raw"
-        let parec = try startProcess("/usr/bin/parec", ["--monitor-stream=\(stream)", "--format=float32le", "--rate=48000", "--channels=2",
-                                                        "--raw", "--latency-msec=20", "--file-format=raw", recording], environment: pulse.environment)
-        defer { parec.signal(SIGKILL); _ = parec.wait(timeout: 10) }
+        let recorder = StreamRecorder(pulse: pulse, directory: directory)
+        defer { recorder.stop() }
+        guard eventually(timeout: 30, { ((try? recorder.follow()) ?? 0) > 0 ? true : nil }) != nil else {
+            throw PulseFailure("no stream reached the sink: \(speaker.stderr)")
+        }
         let second = 48000 * 2 * 4
-        func recorded() -> Int { ((try? FileManager.default.attributesOfItem(atPath: recording))?[.size] as? Int) ?? 0 }
-        /// The level of the last half second parec wrote, once it is steady: the same (within 1 %) as
-        /// that of the half second before it, and not silence (not the start, no underrun in it).
-        func steadyLevel(after bytes: Int) -> Double? {
-            let end = recorded()
-            guard end >= bytes + second, let last = try? level(recording, from: end - second / 2, bytes: second / 2),
-                  let previous = try? level(recording, from: end - second, bytes: second / 2), last > 0.01 else { return nil }
+        /// The level of the last half second recorded, once it is steady: the same (within 1 %) as that
+        /// of the half second before it, and not silence (not the start, no underrun in it). Only what
+        /// came after `mark` counts: a stream recorded since is all after it.
+        func steadyLevel(after mark: StreamRecorder.Mark) -> Double? {
+            guard let end = try? recorder.follow() else { return nil }
+            let start = recorder.mark.stream == mark.stream ? mark.bytes : 0
+            guard end >= start + second, let last = try? level(recorder.path, from: end - second / 2, bytes: second / 2),
+                  let previous = try? level(recorder.path, from: end - second, bytes: second / 2), last > 0.01 else { return nil }
             return abs(last / previous - 1) < 0.01 ? last : nil
         }
-        guard let before = eventually(timeout: 30, { steadyLevel(after: second) }) else {
+        guard let before = eventually(timeout: 30, { steadyLevel(after: StreamRecorder.Mark(stream: recorder.mark.stream, bytes: second)) }) else {
             throw PulseFailure("no steady sound in the stream: \(speaker.stderr)")
         }
         let ctl = try runProcess(broadcaster, ["ctl", "--url", "http://127.0.0.1:\(controlPort)", "volume", "box", "50"], timeout: 30)
         XCTAssertEqual(ctl.status, 0, ctl.stderr)
         // The change is heard within the broadcast's lead (1 s) and the device's latency: 2 s on, it is.
-        let changedAt = recorded()
-        guard let after = eventually(timeout: 30, { steadyLevel(after: changedAt + second) }) else {
+        let changedAt = recorder.mark
+        guard let after = eventually(timeout: 30, { steadyLevel(after: StreamRecorder.Mark(stream: changedAt.stream, bytes: changedAt.bytes + second)) }) else {
             throw PulseFailure("no steady sound after the change: \(speaker.stderr)")
         }
         let sink = try pulse.run("pactl", ["get-sink-volume", "party"])
         guard let volume = sink.firstMatch(of: #/front-left: (\d+) /#).flatMap({ Int($0.output.1) }) else { throw PulseFailure("pactl said: \(sink)") }
-        print("--mixer \(mixer): sink volume \(volume) (\(sink.split(separator: "\n").first ?? "")), stream level \(before) → \(after)")
+        print("--mixer \(mixer): sink volume \(volume) (\(sink.split(separator: "\n").first ?? "")), stream level \(before) → \(after),"
+              + " streams recorded \(recorder.mark.stream)")
         return (volume, after / before)
     }
 
@@ -107,6 +108,49 @@ final class MixerTests: XCTestCase {
         let start = max(0, offset) / 4 * 4
         let samples = data[start..<min(data.count, start + bytes)].withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         return samples.reduce(0) { max($0, Double(abs($1))) }
+    }
+}
+
+/// parec on the listener's stream into a file of its own, followed anew when the stream is: ALSA's
+/// pulse plugin makes a new stream each time the device is prepared again (after an underrun), and
+/// the old stream's parec then records nothing more.
+private final class StreamRecorder {
+    /// Which stream (the recorder's count, from 1) and how many bytes of it.
+    struct Mark { var stream: Int; var bytes: Int }
+
+    private let pulse: PulseDaemon
+    private let directory: String
+    private var sinkInput: String?
+    private var parec: BackgroundProcess?
+    private var streams = 0
+
+    init(pulse: PulseDaemon, directory: String) {
+        self.pulse = pulse
+        self.directory = directory
+    }
+
+    var path: String { "\(directory)/stream\(streams).raw" }
+    var mark: Mark { Mark(stream: streams, bytes: recorded) }
+    private var recorded: Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
+
+    /// The bytes recorded of the newest stream, whose recording starts here when it is new.
+    func follow() throws -> Int {
+        let newest = try pulse.run("pactl", ["list", "short", "sink-inputs"]).split(separator: "\n").last?
+            .split(separator: "\t").first.map(String.init)
+        if let newest, newest != sinkInput {
+            stop()
+            sinkInput = newest
+            streams += 1
+            parec = try startProcess("/usr/bin/parec", ["--monitor-stream=\(newest)", "--format=float32le", "--rate=48000", "--channels=2",
+                                                       "--raw", "--latency-msec=20", "--file-format=raw", path], environment: pulse.environment)
+        }
+        return recorded
+    }
+
+    func stop() {
+        parec?.signal(SIGKILL)
+        _ = parec?.wait(timeout: 10)
+        parec = nil
     }
 }
 
@@ -121,7 +165,7 @@ private final class PulseDaemon {
             throw XCTSkip("no pulseaudio and pulseaudio-utils: run `make deps`")
         }
         let home = try temporaryDirectory()
-        environment = ["HOME": home, "XDG_RUNTIME_DIR": home, "PULSE_RUNTIME_PATH": "\(home)/pulse", "PULSE_SERVER": "unix:\(home)/pulse/native"]
+        environment = ["HOME": home, "TMPDIR": home, "XDG_RUNTIME_DIR": home, "PULSE_RUNTIME_PATH": "\(home)/pulse", "PULSE_SERVER": "unix:\(home)/pulse/native"]
         // Under a shell that waits for it: pulseaudio closes every descriptor it inherits, the one
         // Foundation's Process watches to learn that a child ended among them, and Foundation would
         // then wait for it alone and hear of no other child's end.
