@@ -22,7 +22,8 @@ struct ReferencePlayer {
         let arguments = ["daemon"] + connection + ["--name", "reference-player", "--audio-device", "partycast_card", "--audio-format", "pcm:48000:16:2",
                                                    "--hardware-volume", "false", "--disable-mpris", "--settings-dir", directory + "/sendspin"]
         // HOME too: sendspin keeps its settings and identity there, and alsa-lib reads ~/.asoundrc.
-        let environment = ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + config, "HOME": directory]
+        // TMPDIR: the PulseAudio client that alsa-lib's plugins load makes its folder there.
+        let environment = ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + config, "HOME": directory, "TMPDIR": directory]
         process = try namespace.map { try startProcess("/usr/sbin/ip", ["netns", "exec", $0, sendspin] + arguments, environment: environment) }
             ?? startProcess(sendspin, arguments, environment: environment)
     }
