@@ -2,8 +2,8 @@
 # Which of PartyCast's own object files in `make test`'s build are a release build's, instruction for
 # instruction: `make test` builds most dependencies unoptimized (scripts/test-swiftc). Prints, per
 # module, how many files are the same and which differ. A file can differ only where it inlines
-# code from an unoptimized dependency (NIO, swift-log, the argument parser, Hummingbird); the audio
-# path (sources, parser, decoders, DSP, ring, output, player, clock) inlines none.
+# code from an unoptimized dependency (NIO, Hummingbird, the argument parser); the audio path
+# (sources, parser, decoders, DSP, ring, output, player, clock) inlines none.
 # Usage: scripts/compare-test-build.sh [TEST_BUILD_DIR [RELEASE_DIR]]
 #   defaults: .build-test/release (`make test`'s) and .build-compare/release, which it builds: a
 #   release build, testable as the tests' is (PARTYCAST_TESTABLE), by the toolchain's own swiftc.
