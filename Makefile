@@ -75,12 +75,19 @@ test-resolve: $(TEST_TOOLCHAIN)/bin/swiftc
 
 # scripts/test-swiftc where SwiftPM looks for the rest of a toolchain (../lib, for the tests'
 # discovery through libIndexStore): beside the real toolchain's lib. SwiftPM does not see what the
-# compiler adds to a command, so a new one rebuilds everything.
-$(TEST_TOOLCHAIN)/bin/swiftc: scripts/test-swiftc
+# compiler adds to a command, nor a toolchain moved or upgraded behind the same SWIFT_EXEC, so a new
+# wrapper or a new toolchain rebuilds everything.
+$(TEST_TOOLCHAIN)/bin/swiftc: scripts/test-swiftc $(TEST_TOOLCHAIN)/real-swiftc
 	rm -rf .build-test/$$(uname -m)-unknown-linux-gnu
 	mkdir -p $(@D)
 	ln -sfn "$$(dirname "$$(dirname "$$(readlink -f "$$(command -v swiftc)")")")/lib" $(TEST_TOOLCHAIN)/lib
 	cp scripts/test-swiftc $@
+
+# Which swiftc the wrapper runs, and its version; rewritten only when either changes.
+$(TEST_TOOLCHAIN)/real-swiftc: FORCE
+	@mkdir -p $(@D)
+	@{ readlink -f "$$(command -v swiftc)" && swiftc --version; } > $@.new 2>&1
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 test-setup: deps fixtures $(VENV)/.installed
 
@@ -170,3 +177,6 @@ proto: deps
 
 clean:
 	rm -rf .build Fuzz/.build $(FIXTURES)
+
+# A prerequisite that is always out of date, for rules that decide for themselves whether to write.
+FORCE:
