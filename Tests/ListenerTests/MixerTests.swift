@@ -68,7 +68,7 @@ final class MixerTests: XCTestCase {
         let speaker = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "alsa:pulse", "--mixer", mixer,
                                                   "--listener-name", "box", "--quiet"], environment: pulse.environment)
         defer { speaker.signal(SIGKILL); _ = speaker.wait(timeout: 10) }
-        let recorder = StreamRecorder(pulse: pulse, directory: directory)
+        let recorder = try StreamRecorder(pulse: pulse, directory: directory)
         defer { recorder.stop() }
         guard eventually(timeout: 30, { ((try? recorder.follow()) ?? 0) > 0 ? true : nil }) != nil else {
             throw PulseFailure("no stream reached the sink: \(speaker.stderr)")
@@ -113,33 +113,42 @@ final class MixerTests: XCTestCase {
 
 /// parec on the listener's stream into a file of its own, followed anew when the stream is: ALSA's
 /// pulse plugin makes a new stream each time the device is prepared again (after an underrun), and
-/// the old stream's parec then records nothing more.
+/// the old stream's parec then records nothing more. New streams are learnt from `pactl subscribe`,
+/// so following costs a file read, not a pactl process a poll.
 private final class StreamRecorder {
     /// Which stream (the recorder's count, from 1) and how many bytes of it.
     struct Mark { var stream: Int; var bytes: Int }
 
     private let pulse: PulseDaemon
     private let directory: String
+    private let events: BackgroundProcess
     private var sinkInput: String?
     private var parec: BackgroundProcess?
     private var streams = 0
 
-    init(pulse: PulseDaemon, directory: String) {
+    init(pulse: PulseDaemon, directory: String) throws {
         self.pulse = pulse
         self.directory = directory
+        // Line-buffered, or its events would wait in stdio's buffer for a file's worth of them.
+        events = try startProcess("/usr/bin/stdbuf", ["-oL", "/usr/bin/pactl", "subscribe"], environment: pulse.environment)
     }
 
     var path: String { "\(directory)/stream\(streams).raw" }
     var mark: Mark { Mark(stream: streams, bytes: recorded) }
     private var recorded: Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
 
-    /// The bytes recorded of the newest stream, whose recording starts here when it is new.
+    /// The bytes recorded of the newest stream, whose recording starts here when it is new. Until
+    /// the first stream, pactl lists the sink inputs (the subscription may have begun after it).
     func follow() throws -> Int {
-        let newest = try pulse.run("pactl", ["list", "short", "sink-inputs"]).split(separator: "\n").last?
-            .split(separator: "\t").first.map(String.init)
-        if let newest, newest != sinkInput {
-            stop()
-            sinkInput = newest
+        let newest: Substring?
+        if sinkInput == nil {
+            newest = try pulse.run("pactl", ["list", "short", "sink-inputs"]).split(separator: "\n").last?.split(separator: "\t").first
+        } else {
+            newest = events.stdout.matches(of: #/Event 'new' on sink-input #(\d+)/#).last?.output.1
+        }
+        if let newest, String(newest) != sinkInput {
+            stopRecording()
+            sinkInput = String(newest)
             streams += 1
             parec = try startProcess("/usr/bin/parec", ["--monitor-stream=\(newest)", "--format=float32le", "--rate=48000", "--channels=2",
                                                        "--raw", "--latency-msec=20", "--file-format=raw", path], environment: pulse.environment)
@@ -148,6 +157,12 @@ private final class StreamRecorder {
     }
 
     func stop() {
+        stopRecording()
+        events.signal(SIGKILL)
+        _ = events.wait(timeout: 10)
+    }
+
+    private func stopRecording() {
         parec?.signal(SIGKILL)
         _ = parec?.wait(timeout: 10)
         parec = nil

@@ -68,6 +68,8 @@ public final class BackgroundProcess {
     public var pid: Int32 { process.processIdentifier }
     public var isRunning: Bool { process.isRunning }
     public var stderr: String { String(decoding: FileManager.default.contents(atPath: stderrPath) ?? Data(), as: UTF8.self) }
+    /// What it has written to stdout so far.
+    public var stdout: String { String(decoding: FileManager.default.contents(atPath: base + ".out") ?? Data(), as: UTF8.self) }
     /// The file its stderr goes to (removed once it has been waited for).
     public var stderrPath: String { base + ".err" }
 
