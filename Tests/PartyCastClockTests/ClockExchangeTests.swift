@@ -256,6 +256,62 @@ final class ClockExchangeTests: XCTestCase {
         XCTAssertLessThan(received.arrivedAt, read - 40_000_000, "stamped on arrival, not when read")
     }
 
+    /// Both ways, a clock datagram leaves marked DSCP EF, as the kernel reports the TOS byte it
+    /// arrived with (IP_RECVTOS): the mark that puts it in Wi-Fi's voice queue.
+    func testClockDatagramsAreMarkedExpeditedBothWays() throws {
+        let (probe, port) = try XCTUnwrap(boundLoopbackSocket(type: SOCK_DGRAM))
+        defer { close(probe) }
+        var on: Int32 = 1
+        XCTAssertEqual(setsockopt(probe, Int32(IPPROTO_IP), IP_RECVTOS, &on, socklen_t(MemoryLayout<Int32>.size)), 0)
+
+        let request = try ClockSocket(connectingTo: "127.0.0.1", port: port)
+        request.send([1, 2, 3])
+        XCTAssertEqual(try Self.receivedTrafficClass(probe), 0xB8, "a listener's request")
+
+        let responder = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(responder.localPort).bigEndian
+        address.sin_addr.s_addr = UInt32(INADDR_LOOPBACK).bigEndian
+        let sent = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(probe, [UInt8(9)], 1, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        XCTAssertEqual(sent, 1)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        var ready = pollfd(fd: responder.fd, events: Int16(POLLIN), revents: 0)
+        XCTAssertEqual(poll(&ready, 1, 5000), 1, "the responder heard the probe")
+        let asked = try XCTUnwrap(responder.receive(into: &buffer))
+        responder.send([4, 5, 6], to: asked.from)
+        XCTAssertEqual(try Self.receivedTrafficClass(probe), 0xB8, "the broadcaster's answer")
+    }
+
+    /// The TOS byte of the next datagram on `fd` (IP_RECVTOS on), from its control message.
+    private static func receivedTrafficClass(_ fd: Int32) throws -> UInt8? {
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&ready, 1, 5000) == 1 else { throw XCTSkip("no datagram came in 5 s") }
+        var payload = [UInt8](repeating: 0, count: 64), control = [UInt8](repeating: 0, count: 64)
+        return payload.withUnsafeMutableBytes { payloadBytes in
+            control.withUnsafeMutableBytes { controlBytes -> UInt8? in
+                var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer -> UInt8? in
+                    var message = msghdr(msg_name: nil, msg_namelen: 0, msg_iov: vectorPointer, msg_iovlen: 1,
+                                         msg_control: controlBytes.baseAddress, msg_controllen: controlBytes.count, msg_flags: 0)
+                    guard recvmsg(fd, &message, 0) >= 0 else { return nil }
+                    // Each control message: cmsghdr (length, level, type), then its data, 8-byte aligned.
+                    var offset = 0
+                    let header = MemoryLayout<cmsghdr>.size
+                    while offset + header <= message.msg_controllen {
+                        let entry = controlBytes.load(fromByteOffset: offset, as: cmsghdr.self)
+                        if entry.cmsg_level == IPPROTO_IP, entry.cmsg_type == IP_TOS { return controlBytes[offset + header] }
+                        guard entry.cmsg_len >= header else { return nil }
+                        offset += (Int(entry.cmsg_len) + 7) & ~7
+                    }
+                    return nil
+                }
+            }
+        }
+    }
+
     /// UDP that nobody answers (a firewall): the requester turns to the TCP connection.
     func testUnansweredUDPFallsBackToTCP() throws {
         let silent = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
