@@ -30,8 +30,11 @@ enum EventsSocket {
                         upgradeRequestHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/api/events", headers: headers),
                         upgraders: [upgrader],
                         notUpgradingCompletionHandler: { channel in channel.eventLoop.makeCompletedFuture { .refused } })
-                    return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
-                        configuration: .init(upgradeConfiguration: configuration))
+                    // The server speaks first: its first frame often comes in the same read as the
+                    // 101, and NIO drops what follows the response unless told to forward it.
+                    var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
+                    pipeline.leftOverBytesStrategy = .forwardBytes
+                    return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
                 }
             }
         guard case .socket(let socket) = try await upgrade.get() else { throw Refused() }
