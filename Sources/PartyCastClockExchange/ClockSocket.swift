@@ -42,9 +42,9 @@ final class ClockSocket: Sendable {
         }
     }
 
-    /// DSCP EF (46) in the TOS byte or traffic class of every clock datagram, as PTP and NTP servers
-    /// mark theirs: under WMM a Wi-Fi station or access point sends it from its voice queue, not
-    /// from behind the audio in the best-effort one, and with a shorter wait for the air.
+    /// DSCP EF (46) in the TOS byte or traffic class of every clock datagram: the class RFC 8325
+    /// maps to Wi-Fi's voice access category, so under WMM a station or access point sends it from
+    /// its voice queue, not from behind the audio in the best-effort one, and waits less for the air.
     static let trafficClass: Int32 = 46 << 2
 
     private init(family: Int32) throws(SystemCallError) {
