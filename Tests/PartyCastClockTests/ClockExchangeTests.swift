@@ -266,7 +266,7 @@ final class ClockExchangeTests: XCTestCase {
 
         let request = try ClockSocket(connectingTo: "127.0.0.1", port: port)
         request.send([1, 2, 3])
-        XCTAssertEqual(try Self.receivedTrafficClass(probe), 0xB8, "a listener's request")
+        XCTAssertEqual(Self.receivedTrafficClass(probe), 0xB8, "a listener's request")
 
         let responder = try ClockSocket(bindingTo: "127.0.0.1", port: 0)
         var address = sockaddr_in()
@@ -282,13 +282,14 @@ final class ClockExchangeTests: XCTestCase {
         XCTAssertEqual(poll(&ready, 1, 5000), 1, "the responder heard the probe")
         let asked = try XCTUnwrap(responder.receive(into: &buffer))
         responder.send([4, 5, 6], to: asked.from)
-        XCTAssertEqual(try Self.receivedTrafficClass(probe), 0xB8, "the broadcaster's answer")
+        XCTAssertEqual(Self.receivedTrafficClass(probe), 0xB8, "the broadcaster's answer")
     }
 
-    /// The TOS byte of the next datagram on `fd` (IP_RECVTOS on), from its control message.
-    private static func receivedTrafficClass(_ fd: Int32) throws -> UInt8? {
+    /// The TOS byte of the next datagram on `fd` (IP_RECVTOS on), from its control message; nil
+    /// when none comes within 5 s or it carries no TOS.
+    private static func receivedTrafficClass(_ fd: Int32) -> UInt8? {
         var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&ready, 1, 5000) == 1 else { throw XCTSkip("no datagram came in 5 s") }
+        guard poll(&ready, 1, 5000) == 1 else { return nil }
         var payload = [UInt8](repeating: 0, count: 64), control = [UInt8](repeating: 0, count: 64)
         return payload.withUnsafeMutableBytes { payloadBytes in
             control.withUnsafeMutableBytes { controlBytes -> UInt8? in
