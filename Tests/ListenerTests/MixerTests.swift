@@ -85,14 +85,14 @@ final class MixerTests: XCTestCase {
             return abs(last / previous - 1) < 0.01 ? last : nil
         }
         guard let before = eventually(timeout: 30, { steadyLevel(after: StreamRecorder.Mark(stream: recorder.mark.stream, bytes: second)) }) else {
-            throw PulseFailure("no steady sound in the stream: \(speaker.stderr)")
+            throw PulseFailure("no steady sound in the stream: \(speaker.stderr)\(recorder.subscriptionEnded)")
         }
         let ctl = try runProcess(broadcaster, ["ctl", "--url", "http://127.0.0.1:\(controlPort)", "volume", "box", "50"], timeout: 30)
         XCTAssertEqual(ctl.status, 0, ctl.stderr)
         // The change is heard within the broadcast's lead (1 s) and the device's latency: 2 s on, it is.
         let changedAt = recorder.mark
         guard let after = eventually(timeout: 30, { steadyLevel(after: StreamRecorder.Mark(stream: changedAt.stream, bytes: changedAt.bytes + second)) }) else {
-            throw PulseFailure("no steady sound after the change: \(speaker.stderr)")
+            throw PulseFailure("no steady sound after the change: \(speaker.stderr)\(recorder.subscriptionEnded)")
         }
         let sink = try pulse.run("pactl", ["get-sink-volume", "party"])
         guard let volume = sink.firstMatch(of: #/front-left: (\d+) /#).flatMap({ Int($0.output.1) }) else { throw PulseFailure("pactl said: \(sink)") }
@@ -134,6 +134,8 @@ private final class StreamRecorder {
     }
 
     var path: String { "\(directory)/stream\(streams).raw" }
+    /// Why a new stream would go unseen: the subscription ended (empty while it runs).
+    var subscriptionEnded: String { events.isRunning ? "" : "; pactl subscribe ended: \(events.stderr)" }
     var mark: Mark { Mark(stream: streams, bytes: recorded) }
     private var recorded: Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
 
