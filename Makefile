@@ -61,10 +61,13 @@ deb: deps
 TEST_TOOLCHAIN := $(CURDIR)/.build-test/toolchain
 TEST_SWIFT := SWIFT_EXEC=$(TEST_TOOLCHAIN)/bin/swiftc PARTYCAST_CHECKOUTS=$(CURDIR)/.build-test/checkouts PARTYCAST_TESTABLE=1
 TEST_BUILD := --scratch-path .build-test -c release
+# A program that crashes while a test drives it prints its threads' backtraces into the output the
+# test reports (Swift's backtracer; the static one needs no runtime libraries beside it).
+TEST_BACKTRACE = enable=yes,interactive=no,swift-backtrace=$$(dirname "$$(head -1 $(TEST_TOOLCHAIN)/real-swiftc)")/../libexec/swift/linux/swift-backtrace-static
 test:
 	$(MAKE) --no-print-directory -j3 test-build test-setup
 	PARTYCAST_FIXTURES=$(CURDIR)/$(FIXTURES) PARTYCAST_RELEASE_BIN=$(CURDIR)/.build-test/release PARTYCAST_VENV=$(CURDIR)/$(VENV) \
-		scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
+		SWIFT_BACKTRACE=$(TEST_BACKTRACE) scripts/run-tests.sh .build-test/release/PartyCastPackageTests.xctest .build-test/logs
 
 test-build: build-deps test-resolve
 	$(TEST_SWIFT) swift build $(TEST_BUILD) --build-tests

@@ -75,7 +75,7 @@ for class in "${classes[@]}"; do
     [ "$status" = 0 ] && continue
     failed=$((failed + 1))
     echo "--- $class: status $status (whole output: $logs/$class.log)"
-    grep -E ": error: |' failed \(|Fatal error|Crash|signal [0-9]+" "$logs/$class.log" | tail -40 || tail -20 "$logs/$class.log"
+    grep -E ": error: |' failed \(|Fatal error|Crash|Program crashed|signal [0-9]+" "$logs/$class.log" | tail -40 || tail -20 "$logs/$class.log"
 done
 echo "$((${#classes[@]} - failed)) of ${#classes[@]} test classes passed"
 [ "$failed" = 0 ]
