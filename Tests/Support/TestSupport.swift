@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 
 /// Where `make fixtures` put the MP3s (the Makefile sets PARTYCAST_FIXTURES for `make test`).
@@ -117,6 +118,9 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
     try startProcess(executable, arguments, environment: environment).wait(timeout: timeout)
 }
 
+/// Every port `freePort` has drawn in this process.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
 /// A port on 127.0.0.1 free for TCP and UDP right now (a broadcaster takes both), drawn at random
 /// below the kernel's ephemeral range: the connections other tests open at the same time take their
 /// local ports from that range, so none of them can take this one before the program under test binds it.
@@ -125,6 +129,9 @@ public func freePort() -> Int {
     let firstEphemeral = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
     for _ in 0..<1000 {
         let port = Int.random(in: 10_000..<max(10_001, firstEphemeral))
+        // Never the same port twice: one handed out may not be bound yet (a command line being built
+        // names it) and would pass the check below again. Two draws coincide once in ~22,000.
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
         guard let (tcp, _) = boundLoopbackSocket(port: port) else { continue }
         close(tcp)
         guard let (udp, _) = boundLoopbackSocket(port: port, type: SOCK_DGRAM) else { continue }
