@@ -54,6 +54,8 @@ public struct ClockEstimator: Sendable {
 
     /// Exchanges in the window.
     public var samples: Int { outbound.exchanges }
+    /// One-way measurements the last refit set aside as glitches, both directions (a bin's lowest each).
+    public var glitchesSetAside: Int { outbound.setAside + inbound.setAside }
 
     public init() {}
 

@@ -34,8 +34,10 @@ struct DelayEnvelope: Sendable {
     /// - `time`: how close in time the rest may not be, so a burst of glitches cannot vouch for itself;
     ///   at most an eighth of the span, or early on the rest would be too few and too far to judge by.
     /// - `margin`: the least depth that counts (timestamping noise is a few µs).
-    /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points,
-    ///   2 × median excess / exchanges under uniform jitter.
+    /// - `spacings`: depth in units of the gap expected between the envelope and its nearest points:
+    ///   2 × median excess / exchanges under uniform jitter, or the rest's own spacing near the floor
+    ///   where that is wider (a link that keeps order: most points queue behind others, and one that
+    ///   came alone lies far below the rest's lowest without being a glitch).
     static let glitchTime: Int64 = 1_000_000_000
     static let glitchMargin = 20_000.0
     static let glitchSpacings = 32.0
@@ -132,14 +134,20 @@ struct DelayEnvelope: Sendable {
         let base = self[0].value
         var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
         let spread = medianExcess(above: line)
-        let threshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(exchanges)
+        let jitterThreshold = Self.glitchMargin + Self.glitchSpacings * 2 * spread / Double(exchanges)
         rounds: for _ in 0..<Self.glitchRounds {
             for vertex in supportVertices(of: line) {
                 let time = self[vertex].time, near = min(Self.glitchTime, span / 8)
+                let neighbourhood = (time - near)...(time + near)
                 guard let others = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope,
-                                           around: (time - near)...(time + near)),
-                      depth(of: vertex, below: others) > threshold else { continue }
-                for position in 0..<count where abs(self[position].time - time) <= near
+                                           around: neighbourhood),
+                      depth(of: vertex, below: others) > jitterThreshold else { continue }
+                // Only then the rest's spacing (a pass over the window per lowest point it reads).
+                let restSpacing = lowestSpacing(ofExcessesAbove: others, outside: neighbourhood)
+                let threshold = restSpacing.isFinite
+                    ? max(jitterThreshold, Self.glitchMargin + Self.glitchSpacings * restSpacing) : jitterThreshold
+                guard depth(of: vertex, below: others) > threshold else { continue }
+                for position in 0..<count where neighbourhood.contains(self[position].time)
                     && depth(of: position, below: others) > threshold {
                     glitch[position] = true
                 }
@@ -151,8 +159,12 @@ struct DelayEnvelope: Sendable {
         // The last hull built may have been one without a neighbourhood: rebuild the one of record.
         _ = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)
         gap = binnedGap(above: line)
+        setAside = glitch[0..<count].count(where: { $0 })
         return spread
     }
+
+    /// Bins whose points the last fit set aside as glitches.
+    private(set) var setAside = 0
 
     /// How close above the last fit's line its nearest points lie, typically: the median excess of
     /// the bins' lowest points over the number of bins (ns). It depends only on the window's points,
@@ -169,16 +181,37 @@ struct DelayEnvelope: Sendable {
     static let floorPoints = 8
 
     private mutating func binnedGap(above line: Line) -> Double {
+        floorSpacing = lowestSpacing(ofExcessesAbove: line, outside: nil)
+        let bins = fillExcesses(above: line, outside: nil)
+        guard bins > 0 else { return 0 }
+        binExcesses[0..<bins].sort()
+        return binExcesses[bins / 2] / Double(bins)
+    }
+
+    /// `floorSpacing` of the bins' points above `line`, those inside `excluded` and glitches left out:
+    /// infinite with fewer than two.
+    private mutating func lowestSpacing(ofExcessesAbove line: Line, outside excluded: ClosedRange<Int64>?) -> Double {
+        let bins = fillExcesses(above: line, outside: excluded)
+        let k = min(Self.floorPoints, bins)
+        guard k >= 2 else { return .infinity }
+        // The k lowest to the front, in order: k passes of a selection, cheaper than a sort of them all.
+        for rank in 0..<k {
+            var lowest = rank
+            for index in rank + 1..<bins where binExcesses[index] < binExcesses[lowest] { lowest = index }
+            binExcesses.swapAt(rank, lowest)
+        }
+        return max(0, binExcesses[k - 1]) / Double(k - 1)
+    }
+
+    /// Puts the excess over `line` of each bin's point, glitches and those inside `excluded` left
+    /// out, at the front of `binExcesses`; returns how many.
+    private mutating func fillExcesses(above line: Line, outside excluded: ClosedRange<Int64>?) -> Int {
         var bins = 0
-        for position in 0..<count where !glitch[position] {
+        for position in 0..<count where !glitch[position] && !(excluded?.contains(self[position].time) ?? false) {
             binExcesses[bins] = -depth(of: position, below: line)
             bins += 1
         }
-        guard bins > 0 else { return 0 }
-        binExcesses[0..<bins].sort()
-        let k = min(Self.floorPoints, bins)
-        floorSpacing = k < 2 ? .infinity : max(0, binExcesses[k - 1]) / Double(k - 1)
-        return binExcesses[bins / 2] / Double(bins)
+        return bins
     }
 
     /// Vertices of the last fit's hull, oldest first: time from its reference, value from its base.
