@@ -75,6 +75,13 @@ class HostileGuestCase: XCTestCase {
         return status
     }
 
+    /// Listeners in a status snapshot (`Int.max` for one that does not parse, which no bound passes).
+    static func listenerCount(in status: String) -> Int {
+        guard let json = try? JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any],
+              let listeners = json["listeners"] as? [[String: Any]] else { return .max }
+        return listeners.count
+    }
+
     static func refusalCount(_ kind: String, in status: String) -> Int {
         guard let json = try? JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any],
               let refused = json["refused"] as? [String: Int] else { return 0 }

@@ -60,10 +60,14 @@ final class HostileGuestFloodTests: HostileGuestCase {
         }
         XCTAssertGreaterThan(guests.count, 200, "the attack itself got going")
         let evicted = guests.count - 40
-        let status = try waitForRefusals("connections over the per-address cap", atLeast: evicted, party)
-        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any])
-        let listeners = try XCTUnwrap(json["listeners"] as? [[String: Any]])
-        XCTAssertLessThanOrEqual(listeners.count, 33, "at most the per-address cap of guests, and the real listener")
+        var status = try waitForRefusals("connections over the per-address cap", atLeast: evicted, party)
+        // The census frees an evicted guest's place at once, the party's list once its connection has
+        // closed: under load a moment later (35 listed at one make test).
+        let settled = Date().addingTimeInterval(10)
+        while Self.listenerCount(in: status) > 33 && Date() < settled {
+            status = try curl(["\(party.control)/api/status"]).body
+        }
+        XCTAssertLessThanOrEqual(Self.listenerCount(in: status), 33, "at most the per-address cap of guests, and the real listener")
         try assertPlayed(try XCTUnwrap(joined), recording: "\(directory)/played.wav", atLeast: 3, party)
         peak = max(peak, residentMiB(party.process.pid))
         assertBounded(party, peakMiB: peak, refusals: "connections over the per-address cap", atLeast: evicted, status: status)
