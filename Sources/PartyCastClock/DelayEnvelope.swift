@@ -143,7 +143,7 @@ struct DelayEnvelope: Sendable {
                                            around: neighbourhood),
                       depth(of: vertex, below: others) > jitterThreshold else { continue }
                 // Only then the rest's spacing (a pass over the window per lowest point it reads).
-                let restSpacing = lowestSpacing(ofExcessesAbove: others, outside: neighbourhood)
+                let restSpacing = spacingOfLowest(fillExcesses(above: others, outside: neighbourhood))
                 let threshold = restSpacing.isFinite
                     ? max(jitterThreshold, Self.glitchMargin + Self.glitchSpacings * restSpacing) : jitterThreshold
                 guard depth(of: vertex, below: others) > threshold else { continue }
@@ -181,17 +181,16 @@ struct DelayEnvelope: Sendable {
     static let floorPoints = 8
 
     private mutating func binnedGap(above line: Line) -> Double {
-        floorSpacing = lowestSpacing(ofExcessesAbove: line, outside: nil)
         let bins = fillExcesses(above: line, outside: nil)
+        floorSpacing = spacingOfLowest(bins)
         guard bins > 0 else { return 0 }
         binExcesses[0..<bins].sort()
         return binExcesses[bins / 2] / Double(bins)
     }
 
-    /// `floorSpacing` of the bins' points above `line`, those inside `excluded` and glitches left out:
-    /// infinite with fewer than two.
-    private mutating func lowestSpacing(ofExcessesAbove line: Line, outside excluded: ClosedRange<Int64>?) -> Double {
-        let bins = fillExcesses(above: line, outside: excluded)
+    /// `floorSpacing` of the first `bins` excesses of `binExcesses` (reordering them): infinite with
+    /// fewer than two.
+    private mutating func spacingOfLowest(_ bins: Int) -> Double {
         let k = min(Self.floorPoints, bins)
         guard k >= 2 else { return .infinity }
         // The k lowest to the front, in order: k passes of a selection, cheaper than a sort of them all.
