@@ -161,6 +161,7 @@ bench-sync: release
 bench-clock: deps
 	swift build -c release --product partycast-clock-sim
 	.build/release/partycast-clock-sim --seeds 16 --duration 90
+	.build/release/partycast-clock-sim --seeds 64 --duration 36 --floor-oracle --trace "order kept"
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release

@@ -23,10 +23,12 @@ struct ClockSim: ParsableCommand {
         valueName: "FILE"))
     var replay: [String] = []
     @Flag(help: "With --replay: one JSON object a log (what bench-sync reads) instead of the table.") var json = false
-
+    @Flag(help: "Instead of the table: the estimator beside the best any floor-based estimator could do (FloorOracle), adaptive schedule.")
+    var floorOracle = false
 
     func run() throws {
         guard replay.isEmpty else { return try replayLogs() }
+        guard !floorOracle else { return compareWithOracle() }
         print("| trace | estimator | schedule | exchanges/s | median µs | p99 µs | max µs | worst run's p99 µs | drift p99 ppm | bound median µs | covered % |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
@@ -49,6 +51,37 @@ struct ClockSim: ParsableCommand {
                         + "\(format(errors.offsets.max() ?? .nan)) | \(format(errors.runP99s.max() ?? .nan)) | \(format(quantile(errors.drifts, 0.99))) | "
                         + "\(format(quantile(errors.bounds, 0.5))) | \(format(errors.coverage)) |")
                 }
+            }
+        }
+    }
+
+    /// Per trace and time: each direction's gap, the oracle's and the estimator's error, one listener
+    /// and the difference of two (runs paired by seed, as two listeners behind one link).
+    private func compareWithOracle() {
+        print("| trace | s after join | gap up / down, median µs | floor oracle p50 / p90 / p99 µs | estimator p50 / p90 / p99 µs | two listeners apart: oracle / estimator p90 µs |")
+        print("|---|---|---|---|---|---|")
+        for trace in Trace.all where self.trace.map({ trace.name.contains($0) }) ?? true {
+            let results = Mutex([[FloorOracle.Snapshot]](repeating: [], count: seeds))
+            DispatchQueue.concurrentPerform(iterations: seeds) { index in
+                let result = simulate(trace, .adaptive, seed: UInt64(index + 1), duration: Int64(duration) * second, judgedFrom: 0)
+                results.withLock { $0[index] = result.new.snapshots }
+            }
+            let runs = results.withLock { $0 }
+            for time in FloorOracle.times where time <= Int64(duration) * second {
+                let at = runs.map { $0.first { $0.time == time } }
+                let taken = at.compactMap { $0 }
+                func percentiles(_ values: [Double]) -> String {
+                    [0.5, 0.9, 0.99].map { format(quantile(values.map(\.magnitude), $0)) }.joined(separator: " / ")
+                }
+                let pairs = stride(from: 0, to: at.count - 1, by: 2).compactMap { i -> (FloorOracle.Snapshot, FloorOracle.Snapshot)? in
+                    guard let a = at[i], let b = at[i + 1] else { return nil }
+                    return (a, b)
+                }
+                let oracleApart = pairs.map { ($0.0.oracleError - $0.1.oracleError).magnitude }
+                let estimatorApart = pairs.compactMap { pair in pair.0.estimatorError.flatMap { a in pair.1.estimatorError.map { (a - $0).magnitude } } }
+                print("| \(trace.name) | \(time / second) | \(format(quantile(taken.map(\.upGap), 0.5))) / \(format(quantile(taken.map(\.downGap), 0.5))) | "
+                    + "\(percentiles(taken.map(\.oracleError))) | \(percentiles(taken.compactMap(\.estimatorError))) | "
+                    + "\(format(quantile(oracleApart, 0.9))) / \(format(quantile(estimatorApart, 0.9))) |")
             }
         }
     }

@@ -33,9 +33,15 @@ struct Path: Sendable {
     /// Other traffic through the same queue: a packet every `interval` ± half (audio chunks down,
     /// TCP acknowledgements up). With `inOrder` a clock packet waits behind whatever they drew.
     var background: Int64?
+    /// Other listeners on the same link (bench-sync's and BadLinkSyncTests' two far listeners), each
+    /// exchanging at this one's pace (`peerPace`, set by the simulation as its schedule changes):
+    /// their requests and answers go through the same queues as its own.
+    var peers = 0
+    var peerPace: Int64 = 5 * millisecond
 
     var lastArrival: Int64 = .min
     var nextBackground: Int64 = 0
+    var nextPeer: Int64?
 
     mutating func arrival(sentAt time: Int64, random: inout SplitMix64) -> Int64? {
         if let background {
@@ -43,6 +49,16 @@ struct Path: Sendable {
                 _ = deliver(sentAt: nextBackground, random: &random)
                 nextBackground += Int64.random(in: background / 2...background * 3 / 2, using: &random)
             }
+        }
+        if peers > 0 {
+            // Together they send `peers` packets per pace, each ±10 % from the one before.
+            let spacing = max(1, peerPace / Int64(peers))
+            var next = nextPeer ?? Int64.random(in: 0...spacing, using: &random)
+            while next <= time {
+                _ = deliver(sentAt: next, random: &random)
+                next += Int64.random(in: spacing * 9 / 10...spacing * 11 / 10, using: &random)
+            }
+            nextPeer = next
         }
         return deliver(sentAt: time, random: &random)
     }
@@ -158,6 +174,13 @@ struct Trace: Sendable {
         return Trace(name: "", outbound: { [up] _, _ in up }, inbound: { [down] _, _ in down })
     }
 
+    /// `ordered`, with `peers` more listeners behind the same link.
+    static func shared(_ path: Path, peers: Int) -> Trace {
+        var path = path
+        path.peers = peers
+        return ordered(path)
+    }
+
     static func named(_ name: String, _ trace: Trace) -> Trace {
         var trace = trace
         trace.name = name
@@ -166,6 +189,8 @@ struct Trace: Sendable {
 
     static let all: [Trace] = [
         .named("order kept: judged (0–20 ms, 1 % loss, 250 ms stall / 8 s)", ordered(judged)),
+        // As bench-sync and BadLinkSyncTests run it: two far listeners, each queueing behind the other's exchanges.
+        .named("order kept: judged, two listeners on the link", shared(judged, peers: 1)),
         .named("order kept: 0–5 ms", ordered(Path(jitter: 5 * millisecond))),
         .named("order kept: Wi-Fi bursts (Gilbert–Elliott), 0.5 % loss", ordered({
             var path = Path(loss: 0.005)

@@ -37,9 +37,12 @@ struct Errors {
     var covered = 0
     var exchanges = 0
     var seconds = 0.0
+    /// The estimator's error beside the floors' own limit at `FloorOracle.times`.
+    var snapshots: [FloorOracle.Snapshot] = []
 
     mutating func merge(_ other: Errors) {
         offsets += other.offsets
+        snapshots += other.snapshots
         runP99s += other.runP99s
         drifts += other.drifts
         bounds += other.bounds
@@ -64,7 +67,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
     var inbound = trace.inbound(duration + second, &random)
     var estimator = ClockEstimator(), baseline = BaselineEstimator()
     var errors = (new: Errors(), baseline: Errors())
-    var inFlight: [(arrival: Int64, sequence: UInt64, sample: ClockSample)] = []
+    var inFlight: [(arrival: Int64, sequence: UInt64, sample: ClockSample, excess: FloorOracle.Excess)] = []
+    var oracle = FloorOracle()
     var order = AnswerOrder(), sequence: UInt64 = 0
     var nextSend: Int64 = 0, nextProbe: Int64 = 0
     // ClockRequester never sends faster than half the least of the last 32 round trips.
@@ -74,7 +78,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
         let nextArrival = inFlight.min { $0.arrival < $1.arrival }?.arrival ?? .max
         if nextArrival <= min(nextSend, nextProbe) {
             let index = inFlight.firstIndex { $0.arrival == nextArrival }!
-            let (_, answered, sample) = inFlight.remove(at: index)
+            let (_, answered, sample, excess) = inFlight.remove(at: index)
+            oracle.take(excess)
             order.record(sequence: answered)
             estimator.add(sample)
             baseline.add(sample)
@@ -87,12 +92,19 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
                 if let arrival = inbound.arrival(sentAt: replied, random: &random) {
                     let sample = ClockSample(t1: joinTime + nextSend, t2: joinTime + clock.remote(atLocal: received),
                                              t3: joinTime + clock.remote(atLocal: replied), t4: joinTime + arrival)
-                    inFlight.append((arrival, sequence, sample))
+                    let excess = FloorOracle.Excess(up: received - nextSend - outbound.base, down: arrival - replied - inbound.base)
+                    inFlight.append((arrival, sequence, sample, excess))
                 }
             }
-            nextSend += max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake),
-                            schedule == .adaptive ? (roundTrips.min() ?? 0) / 2 : 0)
+            let interval = max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake),
+                               schedule == .adaptive ? (roundTrips.min() ?? 0) / 2 : 0)
+            nextSend += interval
+            (outbound.peerPace, inbound.peerPace) = (interval, interval)
         } else {
+            if let time = oracle.due(at: nextProbe) {
+                let error = estimator.mapping.map { Double($0.remote(fromLocal: joinTime + nextProbe) - (joinTime + clock.remote(atLocal: nextProbe))) / 1e3 }
+                errors.new.snapshots.append(oracle.snapshot(at: time, estimatorError: error))
+            }
             if nextProbe >= judgedFrom {
                 let truth = joinTime + clock.remote(atLocal: nextProbe)
                 for (mapping, index) in [(estimator.mapping, 0), (baseline.mapping, 1)] {
