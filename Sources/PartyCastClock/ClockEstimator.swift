@@ -47,9 +47,10 @@ public struct ClockEstimator: Sendable {
     /// How far `mapping` may be from the broadcaster's clock, 99 % of the time, by the evidence (ns):
     /// how far each envelope's true floor may lie below its lowest points, and how far the drift's
     /// uncertainty carries the line from the points' mean time. Nil before the first fit, and while
-    /// too few points lie near either floor to say how far apart they fall. What no
-    /// exchange can see is not in it: a difference between the two directions' least delays (an
-    /// asymmetric path, or queueing that never drains on one side).
+    /// too few points lie near either floor to say how far apart they fall. What no exchange can
+    /// see, a difference between the two directions' least delays, is in it only as far as hosts'
+    /// wake-ups make one (`unseenAsymmetry`): not an asymmetric route, nor queueing that never
+    /// drains on one side.
     public private(set) var errorBound: Int64?
 
     /// Exchanges in the window.
@@ -101,18 +102,41 @@ public struct ClockEstimator: Sendable {
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
                                rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
-        errorBound = Self.bound(floorSpacings: (outbound.floorSpacing, inbound.floorSpacing),
-                                slopeHalfWidth: (slopes.upperBound - slopes.lowerBound) / 2,
+        let spacings = outbound.floorSpacing + inbound.floorSpacing
+        var driftError = slopes.upperBound - slopes.lowerBound
+        if fitDrift, spacings.isFinite {
+            let allowed = jointDrift(tolerance: Self.floorTolerance * spacings)
+            driftError = max(driftError, allowed.upperBound - drift, drift - allowed.lowerBound)
+        }
+        errorBound = Self.bound(floorSpacings: spacings, driftError: driftError,
                                 lever: max(abs(outbound.meanTime), abs(inbound.meanTime)))
     }
 
+    /// How far below its best the joint objective may lie at the true drift, in floor spacings summed
+    /// over both directions. At the true drift each line lies below its nearest point by a gap of
+    /// about one spacing, exponentially distributed, so the two gaps' sum stays under 6.6 spacings
+    /// 99 % of the time when the spacings are equal: 3.3 × their sum. 4 ×, because on a path whose
+    /// floor is fuzzy (a relay, a host that is not always awake: partycast-netem here) the density
+    /// rises above the floor and the lowest points' spacing understates the lowest gap.
+    static let floorTolerance = 4.0
+
+    /// What no exchange can see, allowed for on every path (ns): the two directions' least delays
+    /// differ by the wake-ups and stack on each side, and the offset is off by half the difference.
+    /// Through partycast-netem here, on its quiet rows, that half-difference measured 1.6–6.4 µs (the
+    /// way up the slower). Timestamps add about a microsecond. A path slower one way by more (a route, a half-duplex
+    /// hop) is beyond any bound an exchange can give.
+    static let unseenAsymmetry: Int64 = 8_000
+
     /// Each floor lies within ln(1/α) spacings below its lowest point (α = 0.5 %: both hold 99 % of
     /// the time) and the offset is half the difference of the floors: 2.65 × the spacings' sum. The
-    /// line itself rests on two points and a slope, which roughly doubles that: 5 × the sum, plus
-    /// twice the slope's half-width over the lever from the points' mean time (calibrated with
-    /// partycast-clock-sim on every simulated link). Timestamps are good to about a microsecond.
-    static func bound(floorSpacings: (Double, Double), slopeHalfWidth: Double, lever: Double) -> Int64? {
-        let bound = 5 * (floorSpacings.0 + floorSpacings.1) + 2 * slopeHalfWidth * lever + 1_000
+    /// line itself rests on two points and a slope, which roughly doubles that: 5 × the sum. Then
+    /// the drift's error (ppm as a fraction) over the lever from the points' mean time: the larger of
+    /// the fit's own interval, twice its half-width (calibrated with partycast-clock-sim on every
+    /// simulated link), and how far from the fit's drift the floors allow (`floorTolerance`), which
+    /// is what holds on real paths, whose floors are fuzzier than simulated ones. Then
+    /// `unseenAsymmetry`.
+    static func bound(floorSpacings: Double, driftError: Double, lever: Double) -> Int64? {
+        let bound = 5 * floorSpacings + driftError * lever + Double(unseenAsymmetry)
         return bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
     }
 
