@@ -123,8 +123,8 @@ public struct ClockEstimator: Sendable {
     /// What no exchange can see, allowed for on every path (ns): the two directions' least delays
     /// differ by the wake-ups and stack on each side, and the offset is off by half the difference.
     /// Through partycast-netem here, on its quiet rows, that half-difference measured 1.6–6.4 µs (the
-    /// way up the slower). Timestamps add about a microsecond. A path slower one way by more (a route, a half-duplex
-    /// hop) is beyond any bound an exchange can give.
+    /// way up the slower). Timestamps add about a microsecond. A path slower one way by more (a
+    /// route, a half-duplex hop) is beyond any bound an exchange can give.
     static let unseenAsymmetry: Int64 = 8_000
 
     /// Each floor lies within ln(1/α) spacings below its lowest point (α = 0.5 %: both hold 99 % of
