@@ -90,8 +90,12 @@ public struct ClockEstimator: Sendable {
         else { return }
         // How far short of its best the joint objective may fall and still be as good as the best,
         // given the points: about the gap between each envelope and its nearest points, both summed
-        // (1.5 ×: the simulator's best of 1, 1.5, 2 and 3).
-        let tolerance = 1.5 * (outbound.gap + inbound.gap)
+        // (1.5 ×: the simulator's best of 1, 1.5, 2 and 3). Where the link queues, the few points
+        // near each floor scatter more than the average density says (a relay or host not always
+        // awake adds tens of µs to most): there twice their spacing, if that is wider.
+        let spacings = outbound.floorSpacing + inbound.floorSpacing
+        var tolerance = 1.5 * (outbound.gap + inbound.gap)
+        if max(upSpread, downSpread) >= Self.queueingLink, spacings.isFinite { tolerance = max(tolerance, 2 * spacings) }
         let slopes = fitDrift ? jointDrift(tolerance: tolerance) : -Self.maximumDrift...Self.maximumDrift
         let drift = (slopes.lowerBound + slopes.upperBound) / 2
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
@@ -102,7 +106,6 @@ public struct ClockEstimator: Sendable {
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
                                rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
-        let spacings = outbound.floorSpacing + inbound.floorSpacing
         var driftError = slopes.upperBound - slopes.lowerBound
         if fitDrift, spacings.isFinite {
             let allowed = jointDrift(tolerance: Self.floorTolerance * spacings)
@@ -111,6 +114,10 @@ public struct ClockEstimator: Sendable {
         errorBound = Self.bound(floorSpacings: spacings, driftError: driftError,
                                 lever: max(abs(outbound.meanTime), abs(inbound.meanTime)))
     }
+
+    /// A link whose median delay above the floor is this long (ns) queues: jitter of milliseconds,
+    /// not a quiet link's tens of µs.
+    static let queueingLink = 300_000.0
 
     /// How far below its best the joint objective may lie at the true drift, in floor spacings summed
     /// over both directions. At the true drift each line lies below its nearest point by a gap of
