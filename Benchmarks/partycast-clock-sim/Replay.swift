@@ -19,30 +19,22 @@ struct Replay {
         guard let log = ClockExchangeLog.read(try Self.contents(of: path)[...]) else {
             throw PartyCastError(.invalidArgument, "\(path): not a clock log (listener join --clock-log)")
         }
-        guard let first = log.samples.first, let last = log.samples.last else { return }
-        // Probes every 10 ms over the log's span: a day at most (times are within ±2⁶², so no overflow).
-        guard last.t4 - first.t1 <= 86_400 * second else {
-            throw PartyCastError(.invalidArgument, "\(path): spans more than a day (\(first.t1) to \(last.t4) ns)")
-        }
         exchanges = log.samples.count
-        exchangesPerSecond = last.t4 > first.t1 ? Double(exchanges) / (Double(last.t4 - first.t1) / 1e9) : 0
         skippedLines = log.skippedLines
+        if let first = log.samples.first, let last = log.samples.last, last.t4 > first.t1 {
+            exchangesPerSecond = Double(exchanges) / (Double(last.t4 - first.t1) / 1e9)
+        }
         let trueDriftPPM = (1 / (1 + log.clock.driftPPM * 1e-6) - 1) * 1e6
-        var estimator = ClockEstimator()
-        var taken = 0
-        for probe in stride(from: first.t1 + judgedFrom, through: last.t4, by: Int(probeInterval)) {
-            while taken < log.samples.count, log.samples[taken].t4 <= probe {
-                estimator.add(log.samples[taken])
-                taken += 1
-            }
-            guard let mapping = estimator.mapping else { continue }
-            let truth = Int64(bitPattern: log.clock.machine(fromLocal: probe))
-            let offset = Double(mapping.remote(fromLocal: probe) &- truth).magnitude / 1e3
+        var errors = Errors()
+        let replayed = log.replay(judgedFrom: judgedFrom, every: probeInterval) { error, mapping, estimator in
+            let offset = Double(error).magnitude / 1e3
             errors.offsets.append(offset)
             errors.record(bound: estimator.errorBound, offset: offset)
             errors.drifts.append(abs(mapping.driftPPM - trueDriftPPM))
         }
-        errors.runP99s = [quantile(errors.offsets, 0.99)]
+        guard replayed else { throw PartyCastError(.invalidArgument, "\(path): spans more than a day") }
+        self.errors = errors
+        self.errors.runP99s = [quantile(errors.offsets, 0.99)]
     }
 
     private static func contents(of path: String) throws(PartyCastError) -> String {

@@ -23,27 +23,32 @@ final class RecordedLinkTests: XCTestCase {
             let text = try String(contentsOf: Self.directory.appendingPathComponent(file), encoding: .utf8)
             let log = try XCTUnwrap(ClockExchangeLog.read(text[...]), file)
             XCTAssertEqual(log.skippedLines, 0, file)
-            let first = try XCTUnwrap(log.samples.first), last = try XCTUnwrap(log.samples.last)
-            var estimator = ClockEstimator()
-            var taken = 0, probes = 0, covered = 0
+            var probes = 0, covered = 0
             var bounds: [Int64] = []
-            for probe in stride(from: first.t1 + 11_000_000_000, through: last.t4, by: 10_000_000) {
-                while taken < log.samples.count, log.samples[taken].t4 <= probe {
-                    estimator.add(log.samples[taken])
-                    taken += 1
-                }
-                guard let mapping = estimator.mapping, let bound = estimator.errorBound else { continue }
-                let truth = Int64(bitPattern: log.clock.machine(fromLocal: probe))
+            let replayed = log.replay(judgedFrom: 11_000_000_000, every: 10_000_000) { error, _, estimator in
+                guard let bound = estimator.errorBound else { return }
                 probes += 1
                 bounds.append(bound)
-                if (mapping.remote(fromLocal: probe) - truth).magnitude <= bound { covered += 1 }
+                if error.magnitude <= bound { covered += 1 }
             }
+            XCTAssertTrue(replayed, file)
             XCTAssertGreaterThan(probes, 4_000, file)
             let coverage = Double(covered) / Double(max(probes, 1))
+            guard !bounds.isEmpty else { continue }
             let median = bounds.sorted()[bounds.count / 2]
             print("\(file): bound held \(coverage * 100) % of \(probes) probes, median ±\(median / 1000) µs")
             XCTAssertGreaterThanOrEqual(coverage, 0.99, file)
             XCTAssertLessThanOrEqual(median, typicalBound, file)
         }
+    }
+
+    /// A log is a file anyone may hand the replay: one spanning more than a day would set the
+    /// number of probes, so it is refused before any.
+    func testALogSpanningMoreThanADayIsNotReplayed() throws {
+        let header = "# partycast clock log 1: offset-ns 0 drift-ppm 0.0 anchor-ns 0\n"
+        let log = try XCTUnwrap(ClockExchangeLog.read((header + "0 10 20 30\n4611686018427387000 4611686018427387010 4611686018427387020 4611686018427387030\n")[...]))
+        var probes = 0
+        XCTAssertFalse(log.replay(judgedFrom: 0, every: 10_000_000) { _, _, _ in probes += 1 })
+        XCTAssertEqual(probes, 0)
     }
 }

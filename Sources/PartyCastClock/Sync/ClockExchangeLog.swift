@@ -55,6 +55,29 @@ public final class ClockExchangeLog: Sendable {
         public var clock: LocalClock
         public var samples: [ClockSample]
         public var skippedLines: Int
+
+        /// The exchanges run again through a fresh `ClockEstimator` in the order taken, its mapping
+        /// probed every `interval` of the local clock from `judgedFrom` after the first exchange:
+        /// `probe` gets the mapping's error against the truth (remote ns), the mapping and the
+        /// estimator, once it has one. False, probing nothing, when the log spans more than a day (a hostile file
+        /// would otherwise set the number of probes).
+        public func replay(judgedFrom: Int64, every interval: Int64,
+                           _ probe: (_ error: Int64, _ mapping: ClockMapping, _ estimator: ClockEstimator) -> Void) -> Bool {
+            guard let first = samples.first, let last = samples.last else { return true }
+            // Times are within ±2⁶² (`plausibleTime`), so the span cannot overflow.
+            guard last.t4 - first.t1 <= 86_400_000_000_000, interval > 0 else { return false }
+            var estimator = ClockEstimator()
+            var taken = 0
+            for local in stride(from: first.t1 + judgedFrom, through: last.t4, by: Int(interval)) {
+                while taken < samples.count, samples[taken].t4 <= local {
+                    estimator.add(samples[taken])
+                    taken += 1
+                }
+                guard let mapping = estimator.mapping else { continue }
+                probe(mapping.remote(fromLocal: local) &- Int64(bitPattern: clock.machine(fromLocal: local)), mapping, estimator)
+            }
+            return true
+        }
     }
 
     /// Clock readings a log may hold: CLOCK_MONOTONIC and what `--simulate-clock` makes of it are
