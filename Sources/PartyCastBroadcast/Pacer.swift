@@ -151,7 +151,14 @@ extension Party {
         let chunk = try Messages.frame(Messages.audioChunk(sequence: state.sequence, position: position, presentationNanoseconds: pts,
                                                            frames: realFrames, skipFrames: skipFrames, streamIndex: state.streamIndex,
                                                            payload: packet))
-        fanout.queueChunk(chunk, position: position, presentationNanoseconds: pts, samples: samples, now: now())
+        let time = now()
+        fanout.queueChunk(chunk, position: position, presentationNanoseconds: pts, samples: samples, now: time)
+        // Behind the pace (a resume, skip or seek refills a whole lead at once, and encoding it takes
+        // tens of ms on a busy machine): out at once, or the first chunks, due a control margin from
+        // now, would wait for the last and reach the listeners after their time.
+        if pts + Self.batchWindowNanoseconds < time + UInt64(options.leadMilliseconds) * 1_000_000 {
+            fanout.flushChunks()
+        }
         state.sequence += 1
         state.timeline.append(frames: realFrames, samples: samples)
     }

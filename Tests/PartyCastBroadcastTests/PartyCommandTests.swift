@@ -184,6 +184,37 @@ final class PartyCommandTests: XCTestCase {
         assertSamples(listener.samples(from: resumeAt, count: 24000), (0..<24000).map { Float(Int(cut) + $0) }, "from the resume")
     }
 
+    /// The audio positions written to the listener since the last read, without a flush.
+    func positionsWritten() throws -> [UInt64] {
+        var positions: [UInt64] = []
+        while let bytes = try channel.readOutbound(as: ByteBuffer.self) { decoder.push(bytes.readableBytesView) }
+        while let envelope = try decoder.next() {
+            if case .audioChunk(let chunk) = envelope.body { positions.append(chunk.mediaPosition) }
+        }
+        return positions
+    }
+
+    /// After a resume the pacer refills a whole lead (a second) at once, and encoding that takes
+    /// tens of ms on a busy machine: the chunks due within the control margin must not wait for the
+    /// last of them. At the pace, chunks go out a batch window at a time.
+    func testChunksBehindThePaceGoOutAtOnceAndThoseAtItInBatches() throws {
+        try startAndPlay()
+        XCTAssertNil(try command(.pause))
+        clock.advance(milliseconds: 5000)
+        let resumeAt = party.state.timeline.position(at: clock.now + Self.margin)
+        guard case .success = party.answer(.command(.resume)) else { return XCTFail("resume refused") }
+        _ = try positionsWritten()
+        try party.sendNextChunk()
+        XCTAssertEqual(try positionsWritten(), [resumeAt], "the first chunk after the resume, written as soon as it is encoded")
+        try pump()
+        let caughtUp = party.state.timeline.end
+        clock.advance(milliseconds: 20)
+        for _ in 0..<3 { try party.sendNextChunk() }
+        XCTAssertEqual(try positionsWritten(), [], "at the pace, chunks wait for the batch")
+        party.fanout.flushChunks()
+        XCTAssertEqual(try positionsWritten(), [caughtUp, caughtUp + Self.chunk, caughtUp + 2 * Self.chunk])
+    }
+
     func testSeekPlaysTheSongFromThatSecondAtTheCut() throws {
         try startAndPlay()
         let cut = expectedCut()
