@@ -98,7 +98,9 @@ final class ClockSocket: Sendable {
 
     /// Reads one datagram into `buffer` without blocking; nil when none is waiting (or the read
     /// failed: the datagram is lost either way). A datagram longer than the buffer comes back
-    /// truncated with `count` > buffer.count, for the caller to drop.
+    /// truncated with `count` > buffer.count, for the caller to drop. The first datagrams on a host
+    /// where no socket had stamps on may be stamped when read (the kernel turns stamping on through
+    /// deferred work): later than they came, never earlier, which the estimator reads as queueing.
     func receive(into buffer: inout [UInt8]) -> Received? {
         var from = sockaddr_storage()
         var fromLength = socklen_t(0)
