@@ -27,11 +27,14 @@ public struct IcecastStation {
     }
 
     /// Writes the configurations and programs into `directory` for a station on `address`:`port`.
-    public init(directory: String, address: String, port: Int, tracks: [String]) throws {
+    /// - Parameter metadataInterval: bytes between the points where icecast2 may put a new title in
+    ///   a listener's stream (icy-metaint); nil for its default, 16000 (1 s of a 128 kb/s stream).
+    public init(directory: String, address: String, port: Int, tracks: [String], metadataInterval: Int? = nil) throws {
         (self.directory, self.address, self.port) = (directory, address, port)
         // icecast refuses to run as root; as root it drops to nobody, who must reach the directory.
         chmod(directory, 0o777)
         let root = getuid() == 0 ? "<changeowner><user>nobody</user><group>nogroup</group></changeowner>" : ""
+        let mount = metadataInterval.map { "<mount><mount-name>\(Self.mount)</mount-name><mp3-metadata-interval>\($0)</mp3-metadata-interval></mount>" } ?? ""
         try """
             <icecast>
               <limits><sources>2</sources><burst-size>0</burst-size></limits>
@@ -40,7 +43,7 @@ public struct IcecastStation {
               <listen-socket><port>\(port)</port><bind-address>\(address)</bind-address></listen-socket>
               <paths><basedir>\(directory)</basedir><logdir>\(directory)</logdir><webroot>/usr/share/icecast2/web</webroot><adminroot>/usr/share/icecast2/admin</adminroot></paths>
               <logging><errorlog>-</errorlog><accesslog>access.log</accesslog><loglevel>3</loglevel></logging>
-              <security><chroot>0</chroot>\(root)</security>
+              <security><chroot>0</chroot>\(root)</security>\(mount)
             </icecast>
             """.write(toFile: "\(directory)/icecast.xml", atomically: true, encoding: .utf8)
         // Next track: counts 1, 2, …, N, 1…, logs the start time; the metadata program names it.
