@@ -258,8 +258,9 @@ final class ClockExchangeTests: XCTestCase {
             let received = try XCTUnwrap(receiver.receive(into: &buffer))
             XCTAssertEqual(received.count, 3)
             XCTAssertGreaterThanOrEqual(received.arrivedAt + 1_000_000, sent, "stamped after it was sent (1 ms for the two clocks' reads)")
-            readLateness.append(Int64(read) - Int64(received.arrivedAt))
-            if readLateness.last! > 40_000_000 { return }
+            let lateness = Int64(read) - Int64(received.arrivedAt)
+            if lateness > 40_000_000 { return }
+            readLateness.append(lateness)
         }
         XCTFail("every datagram stamped when read, not on arrival (read this long after: \(readLateness) ns)")
     }
