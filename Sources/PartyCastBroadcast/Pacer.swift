@@ -78,8 +78,11 @@ extension Party {
     /// When the next chunk is due: `leadMilliseconds` before it plays.
     var nextChunkDue: UInt64 {
         let pts = state.timeline.presentationTime(ofFrame: state.timeline.end)
-        return pts - min(pts, UInt64(options.leadMilliseconds) * 1_000_000)
+        return pts - min(pts, leadNanoseconds)
     }
+
+    /// How long before it is heard each chunk goes out.
+    var leadNanoseconds: UInt64 { UInt64(options.leadMilliseconds) * 1_000_000 }
 
     /// Decodes, encodes and queues the next chunk.
     func sendNextChunk() throws(PartyCastError) {
@@ -156,7 +159,7 @@ extension Party {
         // Behind the pace (a resume, skip or seek refills a whole lead at once, and encoding it takes
         // tens of ms on a busy machine): out at once, or the first chunks, due a control margin from
         // now, would wait for the last and reach the listeners after their time.
-        if pts + Self.batchWindowNanoseconds < time + UInt64(options.leadMilliseconds) * 1_000_000 {
+        if pts + Self.batchWindowNanoseconds < time + leadNanoseconds {
             fanout.flushChunks()
         }
         state.sequence += 1
