@@ -51,4 +51,17 @@ final class RecordedLinkTests: XCTestCase {
         XCTAssertFalse(log.replay(judgedFrom: 0, every: 10_000_000) { _, _, _ in probes += 1 })
         XCTAssertEqual(probes, 0)
     }
+
+    /// Nor may the moment judged from set it: from centuries before the first exchange the replay
+    /// probes from that exchange on (with a mapping from its answer on), from centuries after it
+    /// nothing, and neither overflows.
+    func testTheMomentJudgedFromCannotSetTheNumberOfProbes() throws {
+        let header = "# partycast clock log 1: offset-ns 0 drift-ppm 0.0 anchor-ns 0\n"
+        let log = try XCTUnwrap(ClockExchangeLog.read((header + "0 100 200 300\n1000000000 1000000100 1000000200 1000000300\n")[...]))
+        for (judgedFrom, expected) in [(Int64.min, 100), (-4_000_000_000_000_000_000, 100), (0, 100), (500_000_000, 51), (Int64.max, 0)] {
+            var probes = 0
+            XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { _, _, _ in probes += 1 })
+            XCTAssertEqual(probes, expected, "judged from \(judgedFrom)")
+        }
+    }
 }

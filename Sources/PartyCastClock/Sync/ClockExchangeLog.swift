@@ -59,16 +59,19 @@ public final class ClockExchangeLog: Sendable {
         /// The exchanges run again through a fresh `ClockEstimator` in the order taken, its mapping
         /// probed every `interval` of the local clock from `judgedFrom` after the first exchange:
         /// `probe` gets the mapping's error against the truth (remote ns), the mapping and the
-        /// estimator, once it has one. False, probing nothing, when the log spans more than a day (a hostile file
-        /// would otherwise set the number of probes).
+        /// estimator, once it has one. False, probing nothing, when the log spans more than a day (a
+        /// hostile file would otherwise set the number of probes).
         public func replay(judgedFrom: Int64, every interval: Int64,
                            _ probe: (_ error: Int64, _ mapping: ClockMapping, _ estimator: ClockEstimator) -> Void) -> Bool {
             guard let first = samples.first, let last = samples.last else { return true }
             // Times are within ±2⁶² (`plausibleTime`), so the span cannot overflow.
             guard last.t4 - first.t1 <= 86_400_000_000_000, interval > 0 else { return false }
+            // Before the first exchange there is no mapping to probe; centuries after it, no exchange.
+            let (start, overflow) = first.t1.addingReportingOverflow(max(0, judgedFrom))
+            guard !overflow else { return true }
             var estimator = ClockEstimator()
             var taken = 0
-            for local in stride(from: first.t1 + judgedFrom, through: last.t4, by: Int(interval)) {
+            for local in stride(from: start, through: last.t4, by: Int(interval)) {
                 while taken < samples.count, samples[taken].t4 <= local {
                     estimator.add(samples[taken])
                     taken += 1
