@@ -23,6 +23,8 @@ struct ClockSim: ParsableCommand {
         valueName: "FILE"))
     var replay: [String] = []
     @Flag(help: "With --replay: one JSON object a log (what bench-sync reads) instead of the table.") var json = false
+    @Flag(help: "With --replay: after the table, each log second by second: the mapping's error, its drift's error and its bound, and how close that second's exchanges came to each direction's least delay.")
+    var timeline = false
     @Flag(help: "Instead of the table: the estimator beside the best any floor-based estimator could do (FloorOracle), adaptive schedule.")
     var floorOracle = false
 
@@ -115,6 +117,19 @@ struct ClockSim: ParsableCommand {
                 + "\(format(quantile(run.errors.bounds, 0.5))) | \(format(run.errors.coverage)) |")
         }
         print("\nWorst log's p99 \(format(p99s.max() ?? .nan)) µs, mean p99 \(format(p99s.reduce(0, +) / Double(p99s.count))) µs over \(p99s.count) logs.")
+        guard timeline else { return }
+        for (path, run) in zip(replay, runs) {
+            print("\n\(path)\n\n| s from the first exchange | error µs | drift error ppm | bound µs | least delay up, above the log's least µs | down µs |")
+            print("|---|---|---|---|---|---|")
+            for row in run.timeline {
+                func cell(_ value: Double?, signed: Bool = false) -> String {
+                    guard let value else { return "–" }
+                    return signed && value > 0 ? "+" + format(value) : value < 0 ? "−" + format(-value) : format(value)
+                }
+                print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | "
+                    + "\(cell(row.upAboveLeast)) | \(cell(row.downAboveLeast)) |")
+            }
+        }
     }
 
     private func format(_ value: Double) -> String {

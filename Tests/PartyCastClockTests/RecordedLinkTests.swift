@@ -25,7 +25,7 @@ final class RecordedLinkTests: XCTestCase {
             XCTAssertEqual(log.skippedLines, 0, file)
             var probes = 0, covered = 0
             var bounds: [Int64] = []
-            let replayed = log.replay(judgedFrom: 11_000_000_000, every: 10_000_000) { error, _, estimator in
+            let replayed = log.replay(judgedFrom: 11_000_000_000, every: 10_000_000) { _, error, _, estimator in
                 guard let bound = estimator.errorBound else { return }
                 probes += 1
                 bounds.append(bound)
@@ -48,7 +48,7 @@ final class RecordedLinkTests: XCTestCase {
         let header = "# partycast clock log 1: offset-ns 0 drift-ppm 0.0 anchor-ns 0\n"
         let log = try XCTUnwrap(ClockExchangeLog.read((header + "0 10 20 30\n4611686018427387000 4611686018427387010 4611686018427387020 4611686018427387030\n")[...]))
         var probes = 0
-        XCTAssertFalse(log.replay(judgedFrom: 0, every: 10_000_000) { _, _, _ in probes += 1 })
+        XCTAssertFalse(log.replay(judgedFrom: 0, every: 10_000_000) { _, _, _, _ in probes += 1 })
         XCTAssertEqual(probes, 0)
     }
 
@@ -60,7 +60,7 @@ final class RecordedLinkTests: XCTestCase {
         let log = try XCTUnwrap(ClockExchangeLog.read((header + "0 100 200 300\n1000000000 1000000100 1000000200 1000000300\n")[...]))
         for (judgedFrom, expected) in [(Int64.min, 100), (-4_000_000_000_000_000_000, 100), (0, 100), (500_000_000, 51), (Int64.max, 0)] {
             var probes = 0
-            XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { _, _, _ in probes += 1 })
+            XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { _, _, _, _ in probes += 1 })
             XCTAssertEqual(probes, expected, "judged from \(judgedFrom)")
         }
     }

@@ -58,11 +58,11 @@ public final class ClockExchangeLog: Sendable {
 
         /// The exchanges run again through a fresh `ClockEstimator` in the order taken, its mapping
         /// probed every `interval` of the local clock from `judgedFrom` after the first exchange:
-        /// `probe` gets the mapping's error against the truth (remote ns), the mapping and the
-        /// estimator, once it has one. False, probing nothing, when the log spans more than a day (a
+        /// `probe` gets the probe's local time, the mapping's error against the truth (remote ns), the
+        /// mapping and the estimator, once it has one. False, probing nothing, when the log spans more than a day (a
         /// hostile file would otherwise set the number of probes).
         public func replay(judgedFrom: Int64, every interval: Int64,
-                           _ probe: (_ error: Int64, _ mapping: ClockMapping, _ estimator: ClockEstimator) -> Void) -> Bool {
+                           _ probe: (_ local: Int64, _ error: Int64, _ mapping: ClockMapping, _ estimator: ClockEstimator) -> Void) -> Bool {
             guard let first = samples.first, let last = samples.last else { return true }
             // Times are within ±2⁶² (`plausibleTime`), so the span cannot overflow.
             guard last.t4 - first.t1 <= 86_400_000_000_000, interval > 0 else { return false }
@@ -77,7 +77,7 @@ public final class ClockExchangeLog: Sendable {
                     taken += 1
                 }
                 guard let mapping = estimator.mapping else { continue }
-                probe(mapping.remote(fromLocal: local) &- Int64(bitPattern: clock.machine(fromLocal: local)), mapping, estimator)
+                probe(local, mapping.remote(fromLocal: local) &- Int64(bitPattern: clock.machine(fromLocal: local)), mapping, estimator)
             }
             return true
         }
