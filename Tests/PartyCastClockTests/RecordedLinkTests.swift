@@ -64,4 +64,23 @@ final class RecordedLinkTests: XCTestCase {
             XCTAssertEqual(probes, expected, "judged from \(judgedFrom)")
         }
     }
+
+    /// Nor may a log's readings and clock, at the ends of what a log may hold (times of ±2⁶², an
+    /// anchor of 2⁶², a day's offset, −10000 ppm), trap the truth's arithmetic: before, the local
+    /// time's distance from the anchor overflowed and the elapsed machine time left Int64.
+    func testReadingsAtTheEndsOfALogAreReplayedWithoutATrap() throws {
+        let header = "# partycast clock log 1: offset-ns 86400000000000 drift-ppm -10000.0 anchor-ns 4611686018427387904\n"
+        let first = -4_611_686_018_427_387_904 as Int64
+        let exchanges = [first, first + 1_000_000_000].map { "\($0) \($0 + 100) \($0 + 200) \($0 + 300)" }
+        let log = try XCTUnwrap(ClockExchangeLog.read((header + exchanges.joined(separator: "\n") + "\n")[...]))
+        XCTAssertEqual(log.samples.count, 2)
+        var probes = 0
+        XCTAssertTrue(log.replay(judgedFrom: 0, every: 10_000_000) { _, _, _, _ in probes += 1 })
+        XCTAssertEqual(probes, 100)
+        // Where nothing overflows, the mapping back is the one `--simulate-clock` applies, inverted.
+        let clock = LocalClock(offsetSeconds: 9, driftPPM: 120, anchor: 45_882_727_771_978)
+        for machine: UInt64 in [45_882_727_771_978, 45_891_746_846_895, 1 << 53] {
+            XCTAssertEqual(Double(clock.machine(fromLocal: clock.local(fromMachine: machine))), Double(machine), accuracy: 1)
+        }
+    }
 }

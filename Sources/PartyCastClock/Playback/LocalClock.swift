@@ -37,9 +37,16 @@ public struct LocalClock: Sendable, Equatable {
 
     @inline(__always)
     public func machine(fromLocal local: Int64) -> UInt64 {
-        // local − anchor − offset = elapsed × (1 + drift); solve for elapsed.
-        let scaled = Double(local &- Int64(bitPattern: anchor) &- offsetNanoseconds)
-        return anchor &+ UInt64(bitPattern: Int64((scaled / (1 + driftPPM * 1e-6)).rounded()))
+        // local − anchor − offset = elapsed × (1 + drift); solve for elapsed. A clock log's readings
+        // (±2⁶² each, a day's offset) can lie far enough apart to overflow Int64: there the difference
+        // is taken in Double, and an elapsed time beyond Int64 saturates.
+        let (partial, overflow) = local.subtractingReportingOverflow(Int64(bitPattern: anchor))
+        let (difference, overflowAgain) = partial.subtractingReportingOverflow(offsetNanoseconds)
+        let scaled = overflow || overflowAgain
+            ? Double(local) - Double(Int64(bitPattern: anchor)) - Double(offsetNanoseconds) : Double(difference)
+        let elapsed = (scaled / (1 + driftPPM * 1e-6)).rounded()
+        let whole = elapsed >= 0x1p63 ? Int64.max : elapsed >= -0x1p63 ? Int64(elapsed) : Int64.min
+        return anchor &+ UInt64(bitPattern: whole)
     }
 
     /// Sleeps until this clock reads `local`.
