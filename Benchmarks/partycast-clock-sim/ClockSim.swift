@@ -118,14 +118,14 @@ struct ClockSim: ParsableCommand {
         }
         print("\nWorst log's p99 \(format(p99s.max() ?? .nan)) µs, mean p99 \(format(p99s.reduce(0, +) / Double(p99s.count))) µs over \(p99s.count) logs.")
         guard timeline else { return }
+        func cell(_ value: Double?, signed: Bool = false) -> String {
+            guard let value else { return "–" }
+            return signed && value > 0 ? "+" + format(value) : value < 0 ? "−" + format(-value) : format(value)
+        }
         for (path, run) in zip(replay, runs) {
             print("\n\(path)\n\n| s from the first exchange | error µs | drift error ppm | bound µs | least delay up, above the log's least µs | down µs |")
             print("|---|---|---|---|---|---|")
             for row in run.timeline {
-                func cell(_ value: Double?, signed: Bool = false) -> String {
-                    guard let value else { return "–" }
-                    return signed && value > 0 ? "+" + format(value) : value < 0 ? "−" + format(-value) : format(value)
-                }
                 print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | "
                     + "\(cell(row.upAboveLeast)) | \(cell(row.downAboveLeast)) |")
             }

@@ -58,10 +58,16 @@ final class RecordedLinkTests: XCTestCase {
     func testTheMomentJudgedFromCannotSetTheNumberOfProbes() throws {
         let header = "# partycast clock log 1: offset-ns 0 drift-ppm 0.0 anchor-ns 0\n"
         let log = try XCTUnwrap(ClockExchangeLog.read((header + "0 100 200 300\n1000000000 1000000100 1000000200 1000000300\n")[...]))
-        for (judgedFrom, expected) in [(Int64.min, 100), (-4_000_000_000_000_000_000, 100), (0, 100), (500_000_000, 51), (Int64.max, 0)] {
-            var probes = 0
-            XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { _, _, _, _ in probes += 1 })
-            XCTAssertEqual(probes, expected, "judged from \(judgedFrom)")
+        // The first probe with a mapping is the first after the first answer (300 ns), or the moment
+        // judged from; then one every 10 ms.
+        for (judgedFrom, expected, firstProbe) in [(Int64.min, 100, 10_000_000), (-4_000_000_000_000_000_000, 100, 10_000_000),
+                                                   (0, 100, 10_000_000), (500_000_000, 51, 500_000_000), (Int64.max, 0, 0)] {
+            var locals: [Int64] = []
+            XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { local, _, _, _ in locals.append(local) })
+            XCTAssertEqual(locals.count, expected, "judged from \(judgedFrom)")
+            guard let first = locals.first else { continue }
+            XCTAssertEqual(first, Int64(firstProbe), "judged from \(judgedFrom)")
+            XCTAssert(zip(locals, locals.dropFirst()).allSatisfy { $1 - $0 == 10_000_000 }, "judged from \(judgedFrom)")
         }
     }
 

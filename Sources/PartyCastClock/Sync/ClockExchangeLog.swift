@@ -59,8 +59,8 @@ public final class ClockExchangeLog: Sendable {
         /// The exchanges run again through a fresh `ClockEstimator` in the order taken, its mapping
         /// probed every `interval` of the local clock from `judgedFrom` after the first exchange:
         /// `probe` gets the probe's local time, the mapping's error against the truth (remote ns), the
-        /// mapping and the estimator, once it has one. False, probing nothing, when the log spans more than a day (a
-        /// hostile file would otherwise set the number of probes).
+        /// mapping and the estimator, once it has one. False, probing nothing, when the log spans more
+        /// than a day (a hostile file would otherwise set the number of probes).
         public func replay(judgedFrom: Int64, every interval: Int64,
                            _ probe: (_ local: Int64, _ error: Int64, _ mapping: ClockMapping, _ estimator: ClockEstimator) -> Void) -> Bool {
             guard let first = samples.first, let last = samples.last else { return true }
