@@ -40,6 +40,6 @@ struct FloorOracle {
 
     func snapshot(at time: Int64, estimatorError: Double?) -> Snapshot {
         Snapshot(time: time, upGap: Double(upGap) / 1e3, downGap: Double(downGap) / 1e3,
-                 oracleError: Double(upGap - downGap) / 2e3, estimatorError: estimatorError)
+                 oracleError: (Double(upGap) - Double(downGap)) / 2e3, estimatorError: estimatorError)
     }
 }

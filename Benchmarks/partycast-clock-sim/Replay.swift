@@ -22,6 +22,10 @@ struct Replay {
     }
 
     var errors = Errors()
+    /// What the floor oracle (`FloorOracle`, given the log's least delays as the base delays and the
+    /// true drift) would have been off at each probe, µs: the least error any estimator reading the
+    /// floors could have had on this link, with these exchanges.
+    var oracleErrors: [Double] = []
     var timeline: [Second] = []
     var exchanges = 0
     var skippedLines = 0
@@ -39,9 +43,17 @@ struct Replay {
         }
         let trueDriftPPM = (1 / (1 + log.clock.driftPPM * 1e-6) - 1) * 1e6
         var errors = Errors()
-        var timeline = Self.leastDelays(log)
+        let excesses = Self.excesses(log)
+        var timeline = Self.leastDelays(log, excesses)
+        var oracle = FloorOracle(), oracleErrors: [Double] = [], taken = 0
         let start = log.samples.first?.t1 ?? 0
         let replayed = log.replay(judgedFrom: judgedFrom, every: probeInterval) { local, error, mapping, estimator in
+            // The exchanges the estimator has by now: those answered by `local`, in the log's order.
+            while taken < excesses.count, log.samples[taken].t4 <= local {
+                oracle.take(excesses[taken])
+                taken += 1
+            }
+            oracleErrors.append(oracle.snapshot(at: local, estimatorError: nil).oracleError.magnitude)
             let offset = Double(error).magnitude / 1e3
             errors.offsets.append(offset)
             errors.record(bound: estimator.errorBound, offset: offset)
@@ -56,25 +68,30 @@ struct Replay {
         }
         guard replayed else { throw PartyCastError(.invalidArgument, "\(path): spans more than a day") }
         self.errors = errors
+        self.oracleErrors = oracleErrors
         self.timeline = timeline
         self.errors.runP99s = [quantile(errors.offsets, 0.99)]
     }
 
-    /// Per second from the first exchange (by its request's time), each direction's least true
-    /// one-way delay above the least of the whole log; the mapping's columns left for the replay.
-    private static func leastDelays(_ log: ClockExchangeLog.Contents) -> [Second] {
+    /// Each exchange's true one-way delays above the log's least in the same direction, in the log's
+    /// order.
+    private static func excesses(_ log: ClockExchangeLog.Contents) -> [FloorOracle.Excess] {
+        let delays = log.oneWayDelays
+        guard let leastUp = delays.map(\.up).min(), let leastDown = delays.map(\.down).min() else { return [] }
+        return delays.map { FloorOracle.Excess(up: $0.up &- leastUp, down: $0.down &- leastDown) }
+    }
+
+    /// Per second from the first exchange (by its request's time), each direction's least excess;
+    /// the mapping's columns left for the replay.
+    private static func leastDelays(_ log: ClockExchangeLog.Contents, _ excesses: [FloorOracle.Excess]) -> [Second] {
         guard let first = log.samples.first else { return [] }
-        func machine(_ local: Int64) -> Int64 { Int64(bitPattern: log.clock.machine(fromLocal: local)) }
-        let delays = log.samples.map { sample in
-            (second: Int((sample.t1 &- first.t1) / second), up: sample.t2 &- machine(sample.t1), down: machine(sample.t4) &- sample.t3)
-        }
-        guard let leastUp = delays.map(\.up).min(), let leastDown = delays.map(\.down).min(),
-              let seconds = delays.map(\.second).max(), seconds < 86_400 else { return [] }
-        var timeline = (0...seconds).map { Second(second: $0) }
-        for delay in delays where delay.second >= 0 {
-            let (up, down) = (Double(delay.up &- leastUp) / 1e3, Double(delay.down &- leastDown) / 1e3)
-            timeline[delay.second].upAboveLeast = min(timeline[delay.second].upAboveLeast ?? up, up)
-            timeline[delay.second].downAboveLeast = min(timeline[delay.second].downAboveLeast ?? down, down)
+        let seconds = log.samples.map { Int(($0.t1 &- first.t1) / second) }
+        guard let last = seconds.max(), last < 86_400 else { return [] }
+        var timeline = (0...last).map { Second(second: $0) }
+        for (second, excess) in zip(seconds, excesses) where second >= 0 {
+            let (up, down) = (Double(excess.up) / 1e3, Double(excess.down) / 1e3)
+            timeline[second].upAboveLeast = min(timeline[second].upAboveLeast ?? up, up)
+            timeline[second].downAboveLeast = min(timeline[second].downAboveLeast ?? down, down)
         }
         return timeline
     }

@@ -21,6 +21,7 @@ struct ClockReplay: Decodable {
     let p99_us: Double?
     let bound_median_us: Double?
     let covered_pct: Double?
+    let floor_oracle_p99_us: Double?
 }
 
 final class BadLinkSyncTests: XCTestCase {
@@ -177,7 +178,8 @@ final class BadLinkSyncTests: XCTestCase {
         for line in replayed.stdout.split(separator: "\n") {
             let replay = try JSONDecoder().decode(ClockReplay.self, from: Data(line.utf8))
             print("BadLinkSyncTests: \(replay.log): clock p99 \(replay.p99_us ?? .nan) µs, own bound (median) ±\(replay.bound_median_us ?? .nan) µs, "
-                + "held \(replay.covered_pct ?? .nan) %, \(replay.exchanges_per_s ?? .nan) exchanges/s")
+                + "held \(replay.covered_pct ?? .nan) %, \(replay.exchanges_per_s ?? .nan) exchanges/s, "
+                + "floor oracle p99 \(replay.floor_oracle_p99_us ?? .nan) µs")
             XCTAssertGreaterThanOrEqual(replay.covered_pct ?? 0, 95, "\(replay.log): the listener's own bound held too rarely")
         }
 

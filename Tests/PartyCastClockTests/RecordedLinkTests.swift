@@ -42,6 +42,31 @@ final class RecordedLinkTests: XCTestCase {
         }
     }
 
+    /// The delays a replay measures the evidence by are the ones the exchanges took: here made up on
+    /// the machine's clock (the broadcaster's) and stamped on a simulated one, as a listener with
+    /// `--simulate-clock` stamps them.
+    func testOneWayDelaysAreTheOnesTheExchangesTook() throws {
+        let clock = LocalClock(offsetSeconds: -5, driftPPM: -150, anchor: 45_882_727_771_978)
+        let header = "# partycast clock log 1: offset-ns \(clock.offsetNanoseconds) drift-ppm \(clock.driftPPM) anchor-ns \(clock.anchor)\n"
+        // (machine time of the request, up, time the broadcaster holds it, down), ns.
+        let made: [(sent: UInt64, up: Int64, held: Int64, down: Int64)] = [
+            (45_883_000_000_000, 3_000_000, 50_000, 2_000_000),
+            (45_883_010_000_000, 150_000, 20_000, 19_750_000),
+            (45_943_000_000_000, 12_345_678, 0, 151_234),
+        ]
+        let lines = made.map { exchange in
+            let t2 = Int64(exchange.sent) + exchange.up, t3 = t2 + exchange.held
+            return "\(clock.local(fromMachine: exchange.sent)) \(t2) \(t3) \(clock.local(fromMachine: UInt64(t3 + exchange.down)))"
+        }
+        let log = try XCTUnwrap(ClockExchangeLog.read((header + lines.joined(separator: "\n") + "\n")[...]))
+        XCTAssertEqual(log.oneWayDelays.count, made.count)
+        for (measured, exchange) in zip(log.oneWayDelays, made) {
+            // The simulated clock's readings are whole nanoseconds: a nanosecond either way.
+            XCTAssertEqual(Double(measured.up), Double(exchange.up), accuracy: 1)
+            XCTAssertEqual(Double(measured.down), Double(exchange.down), accuracy: 1)
+        }
+    }
+
     /// A log is a file anyone may hand the replay: one spanning more than a day would set the
     /// number of probes, so it is refused before any.
     func testALogSpanningMoreThanADayIsNotReplayed() throws {

@@ -56,6 +56,14 @@ public final class ClockExchangeLog: Sendable {
         public var samples: [ClockSample]
         public var skippedLines: Int
 
+        /// Each exchange's one-way delays in the order taken (ns): up, t2 against the machine's time
+        /// at t1; down, the machine's time at t4 against t3. The true delays where the broadcaster's
+        /// clock was the machine's, as in bench-sync: what the estimator's evidence is measured by.
+        public var oneWayDelays: [(up: Int64, down: Int64)] {
+            func machine(_ local: Int64) -> Int64 { Int64(bitPattern: clock.machine(fromLocal: local)) }
+            return samples.map { (up: $0.t2 &- machine($0.t1), down: machine($0.t4) &- $0.t3) }
+        }
+
         /// The exchanges run again through a fresh `ClockEstimator` in the order taken, its mapping
         /// probed every `interval` of the local clock from `judgedFrom` after the first exchange:
         /// `probe` gets the probe's local time, the mapping's error against the truth (remote ns), the
