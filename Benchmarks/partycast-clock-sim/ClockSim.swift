@@ -23,7 +23,7 @@ struct ClockSim: ParsableCommand {
         valueName: "FILE"))
     var replay: [String] = []
     @Flag(help: "With --replay: one JSON object a log (what bench-sync reads) instead of the table.") var json = false
-    @Flag(help: "With --replay: after the table, each log second by second: the mapping's error, its drift's error and its bound, and how close that second's exchanges came to each direction's least delay.")
+    @Flag(help: "With --replay: after the table, each log second by second: the mapping's error beside the floor oracle's, its drift's error and its bound, and how close that second's exchanges came to each direction's least delay.")
     var timeline = false
     @Flag(help: "Instead of the table: the estimator beside the best any floor-based estimator could do (FloorOracle), adaptive schedule.")
     var floorOracle = false
@@ -125,10 +125,10 @@ struct ClockSim: ParsableCommand {
             return signed && value > 0 ? "+" + format(value) : value < 0 ? "−" + format(-value) : format(value)
         }
         for (path, run) in zip(replay, runs) {
-            print("\n\(path)\n\n| s from the first exchange | error µs | drift error ppm | bound µs | least delay up, above the log's least µs | down µs |")
-            print("|---|---|---|---|---|---|")
+            print("\n\(path)\n\n| s from the first exchange | error µs | floor oracle µs | drift error ppm | bound µs | least delay up, above the log's least µs | down µs |")
+            print("|---|---|---|---|---|---|---|")
             for row in run.timeline {
-                print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | "
+                print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.oracleError, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | "
                     + "\(cell(row.upAboveLeast)) | \(cell(row.downAboveLeast)) |")
             }
         }

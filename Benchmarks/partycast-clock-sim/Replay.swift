@@ -9,12 +9,14 @@ import PartyCastSources
 /// listener's own within 1–2 µs (p99 of 14 listeners), so an estimator change can be judged on real
 /// delays in seconds.
 struct Replay {
-    /// One second of the replay, from the first exchange: the mapping at its start against the truth,
-    /// and how close that second's exchanges came to the least one-way delays of the whole log, the
-    /// floors the estimator hunts for (each direction's least delay is known here: both clocks are).
+    /// One second of the replay, from the first exchange: the mapping at its start against the truth
+    /// beside the floor oracle's, and how close that second's exchanges came to the least one-way
+    /// delays of the whole log, the floors the estimator hunts for (each direction's least delay is
+    /// known here: both clocks are).
     struct Second {
         var second: Int
         var error: Double?
+        var oracleError: Double?
         var driftError: Double?
         var bound: Double?
         var upAboveLeast: Double?
@@ -53,7 +55,8 @@ struct Replay {
                 oracle.take(excesses[taken])
                 taken += 1
             }
-            oracleErrors.append(oracle.snapshot(at: local, estimatorError: nil).oracleError.magnitude)
+            let oracleError = oracle.snapshot(at: local, estimatorError: nil).oracleError
+            oracleErrors.append(oracleError.magnitude)
             let offset = Double(error).magnitude / 1e3
             errors.offsets.append(offset)
             errors.record(bound: estimator.errorBound, offset: offset)
@@ -62,6 +65,7 @@ struct Replay {
             let (index, sinceStart) = (Int((local &- start) / second), (local &- start) % second)
             if sinceStart < probeInterval, timeline.indices.contains(index), timeline[index].error == nil {
                 timeline[index].error = Double(error) / 1e3
+                timeline[index].oracleError = oracleError
                 timeline[index].driftError = mapping.driftPPM - trueDriftPPM
                 timeline[index].bound = estimator.errorBound.map { Double($0) / 1e3 }
             }
