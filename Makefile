@@ -157,11 +157,13 @@ bench-sync: release
 	scripts/bench-sync.sh
 
 # The clock estimator before issue 11 against the current one on simulated links (jitter, loss,
-# stalls, TCP head-of-line queueing, asymmetric load): error percentiles per trace, ~15 s.
+# stalls, TCP head-of-line queueing, asymmetric load): error percentiles per trace, ~15 s; then
+# the floor oracle and the estimator with the link to themselves, however it is probed, ~4 min.
 bench-clock: deps
 	swift build -c release --product partycast-clock-sim
 	.build/release/partycast-clock-sim --seeds 16 --duration 90
 	.build/release/partycast-clock-sim --seeds 64 --duration 36 --floor-oracle --trace "order kept"
+	.build/release/partycast-clock-sim --seeds 100 --duration 45 --judged-from 11 --probing-limit
 
 # Decode speed against mpg123 -t (a 5-minute 320 kbps file); prints the ratio.
 bench: release

@@ -31,6 +31,9 @@ struct FloorOracle {
         downGap = min(downGap, excess.down)
     }
 
+    /// The offset error ((up gap − down gap) / 2, µs, signed), nil until both directions have a point.
+    var error: Double? { upGap < .max && downGap < .max ? (Double(upGap) - Double(downGap)) / 2e3 : nil }
+
     /// The next snapshot's time once `time` reaches it (each once).
     mutating func due(at time: Int64) -> Int64? {
         guard next < Self.times.count, time >= Self.times[next], upGap < .max else { return nil }
@@ -40,6 +43,6 @@ struct FloorOracle {
 
     func snapshot(at time: Int64, estimatorError: Double?) -> Snapshot {
         Snapshot(time: time, upGap: Double(upGap) / 1e3, downGap: Double(downGap) / 1e3,
-                 oracleError: (Double(upGap) - Double(downGap)) / 2e3, estimatorError: estimatorError)
+                 oracleError: error ?? .nan, estimatorError: estimatorError)
     }
 }
