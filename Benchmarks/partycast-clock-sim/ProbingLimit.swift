@@ -3,8 +3,9 @@ import PartyCastSources
 
 /// The least error any two-way method reading the floors could have on a link that keeps order,
 /// however it probes. There a packet meets an empty queue only once everything sent before it has
-/// left, so whatever the schedule, about one packet per longest hold does at most: sent every hold
-/// H, all of them; every H/2, half of twice as many; every H/3, two ninths of three times as many.
+/// left, so about one packet per longest hold does at most: sent every hold H, all of them; every
+/// H/2, half of twice as many; every H/3, two ninths of three times as many. (Periodic schedules
+/// are what this measures; a sender cannot see the queue, so no other does much better.)
 /// Here the link carries nothing but the clock's packets (no audio, no acknowledgements), each
 /// direction on its own fixed spacing, shared in turn by the listeners behind the link. Each
 /// listener's offset comes from the floor oracle (the drift and both base delays known, each
