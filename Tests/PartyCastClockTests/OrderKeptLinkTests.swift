@@ -46,6 +46,19 @@ final class OrderKeptLinkTests: XCTestCase {
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 2 * second, answersOvertake: false), 250 * millisecond)
     }
 
+    /// Where order is kept the pace stops slowing a quarter of the window in, so the newest part of
+    /// the window holds as many exchanges that found the path clear as the rest; where answers
+    /// overtake it slows until the window is full.
+    func testScheduleStopsSlowingAQuarterOfTheWindowInWhereOrderIsKept() {
+        let schedule = ClockExchangeSchedule(), noise: Int64 = 2_500_000
+        for sinceJoin in [ClockEstimator.window / 4, ClockEstimator.window / 2, 10 * ClockEstimator.window] {
+            XCTAssertEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise, answersOvertake: false), 10 * millisecond)
+        }
+        XCTAssertEqual(schedule.interval(sinceJoin: ClockEstimator.window / 8, linkNoise: noise, answersOvertake: false), 5 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: ClockEstimator.window / 2, linkNoise: noise, answersOvertake: true), 20 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: ClockEstimator.window, linkNoise: noise, answersOvertake: true), 40 * millisecond)
+    }
+
     /// Where order is kept few exchanges come near the floor, and far apart: one that came alone lies
     /// far below the lowest of the others around it, yet it is the best evidence there is. On such a
     /// link, with audio and acknowledgements in the queues, nothing is a glitch, so the estimator
