@@ -93,7 +93,8 @@ public struct ClockExchangeSchedule: Sendable {
     /// so a sparser pace loses such points in proportion. Slowing on as the window filled left the
     /// newer end of the drift's lever resting on a few, and the error grew with the lever (bench-sync's
     /// 0–5 ms row: pairwise p99 mean 40 → 29 µs over 16 seeds, for 12.7 → 19.5 kB/s; figures in the
-    /// commit). The judged link is paced by its noise either way, quiet links by `sparsest`.
+    /// commit). A link whose noise is 10 ms or more (the judged one) is paced by its noise either way,
+    /// and one under 0.1 ms (quiet) by `sparsest`.
     static let orderKeptCoverage = 0.25
     static let sparsest: Int64 = 250_000_000
 

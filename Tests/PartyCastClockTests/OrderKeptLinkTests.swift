@@ -46,8 +46,8 @@ final class OrderKeptLinkTests: XCTestCase {
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 2 * second, answersOvertake: false), 250 * millisecond)
     }
 
-    /// Where order is kept the pace stops slowing a quarter of the window in, so the newest part of
-    /// the window holds as many exchanges that found the path clear as the rest; where answers
+    /// Where order is kept the pace stops slowing a quarter of the window in, so exchanges that find
+    /// the path clear keep coming as often up to the newest end of the window; where answers
     /// overtake it slows until the window is full.
     func testScheduleStopsSlowingAQuarterOfTheWindowInWhereOrderIsKept() {
         let schedule = ClockExchangeSchedule(), noise: Int64 = 2_500_000
