@@ -232,6 +232,7 @@ mb() { calc "printf \"%.1f\", $1 / 1024"; }
 s2() { calc "printf \"%.2f\", $1"; }
 row "listener/snapclient CPU s" "$(s2 "$(m client_cpu_ours_1)")" "$(s2 "$(m client_cpu_theirs_1)")" "a <= 1.0 * b" "CPU ≤ 1.0 × snapclient"
 row "listener/snapclient peak RSS MB" "$(mb "$(m client_rss_ours_1)")" "$(mb "$(m client_rss_theirs_1)")" "a <= 12" "peak RSS ≤ 12 MB"
+calc "exit !($(m client_rss_ours_1) > 12 * 1024)" && echo "  (over: is Sources/listener/link/text-order.txt stale? \`make text-order\` records it again)"
 row "  sound played, s of ${seconds}" "$(m client_heard_ours_1)" "$(m client_heard_theirs_1)" "" ""
 for n in "${counts[@]}"; do
   bar="" text=""
