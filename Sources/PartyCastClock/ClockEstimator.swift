@@ -45,12 +45,10 @@ public struct ClockEstimator: Sendable {
     public private(set) var linkNoise: Int64?
 
     /// How far `mapping` may be from the broadcaster's clock, 99 % of the time, by the evidence (ns):
-    /// how far each envelope's true floor may lie below its lowest points, and how far the drift's
-    /// uncertainty carries the line from the points' mean time. Nil before the first fit, and while
-    /// too few points lie near either floor to say how far apart they fall. What no exchange can
-    /// see, a difference between the two directions' least delays, is in it only as far as hosts'
-    /// wake-ups make one (`unseenAsymmetry`): not an asymmetric route, nor queueing that never
-    /// drains on one side.
+    /// half the least round trip along the fitted drift, which holds however the path's delays split
+    /// between the two directions (a slower route one way, queueing that never drains on one side),
+    /// and how far the drift's uncertainty moves the exchanges that set it (`bound`). Nil before
+    /// the first fit, and while too few points lie near either floor to say how far apart they fall.
     public private(set) var errorBound: Int64?
 
     /// Exchanges in the window.
@@ -100,9 +98,9 @@ public struct ClockEstimator: Sendable {
         let drift = (slopes.lowerBound + slopes.upperBound) / 2
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
         // so that clocks ~2⁶² apart do not overflow.
-        let upLevel = outbound.level(slope: drift), downLevel = inbound.level(slope: -drift)
+        let up = outbound.lowest(slope: drift), down = inbound.lowest(slope: -drift)
         let halfBases = (outbound.fitBase >> 1) &- (inbound.fitBase >> 1)
-        let rest = (upLevel - downLevel + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2
+        let rest = (up.level - down.level + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
                                rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
@@ -111,8 +109,10 @@ public struct ClockEstimator: Sendable {
             let allowed = jointDrift(tolerance: Self.floorTolerance * spacings)
             driftError = max(driftError, allowed.upperBound - drift, drift - allowed.lowerBound)
         }
-        errorBound = Self.bound(floorSpacings: spacings, driftError: driftError,
-                                lever: max(abs(outbound.meanTime), abs(inbound.meanTime)))
+        // A + B = both delays ≥ 0 (θ cancels): the least round trip along the drift, its bases near 0.
+        let leastRoundTrip = Double(outbound.fitBase &+ inbound.fitBase) + up.level + down.level
+        errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
+                                                    lever: max(abs(up.time), abs(down.time))) : nil
     }
 
     /// A link whose median delay above the floor is this long (ns) queues: jitter of milliseconds,
@@ -126,27 +126,20 @@ public struct ClockEstimator: Sendable {
     /// floor is fuzzy (a relay, a host that is not always awake: partycast-netem here) the density
     /// rises above the floor and the lowest points' spacing understates the lowest gap, the more so
     /// the more exchanges there are: at 4 ×, once the pace held where order is kept, one far listener
-    /// of 124 replayed bench-sync logs (the Wi-Fi row) was covered 96.9 % of the time.
+    /// of 124 replayed bench-sync logs (the Wi-Fi row) was covered 96.9 % of the time by the bound of
+    /// then, which read the floors.
     static let floorTolerance = 6.0
 
-    /// What no exchange can see, allowed for on every path (ns): the two directions' least delays
-    /// differ by the wake-ups and stack on each side, and the offset is off by half the difference.
-    /// Through partycast-netem here, on its quiet rows, that half-difference measured 1.6–6.4 µs (the
-    /// way up the slower). Timestamps add about a microsecond. A path slower one way by more (a
-    /// route, a half-duplex hop) is beyond any bound an exchange can give.
-    static let unseenAsymmetry: Int64 = 8_000
-
-    /// Each floor lies within ln(1/α) spacings below its lowest point (α = 0.5 %: both hold 99 % of
-    /// the time) and the offset is half the difference of the floors: 2.65 × the spacings' sum. The
-    /// line itself rests on two points and a slope, which roughly doubles that: 5 × the sum. Then
-    /// the drift's error (ppm as a fraction) over the lever from the points' mean time: the larger of
-    /// the fit's own interval, twice its half-width (calibrated with partycast-clock-sim on every
-    /// simulated link), and how far from the fit's drift the floors allow (`floorTolerance`), which
-    /// is what holds on real paths, whose floors are fuzzier than simulated ones. Then
-    /// `unseenAsymmetry`.
-    static func bound(floorSpacings: Double, driftError: Double, lever: Double) -> Int64? {
-        let bound = 5 * floorSpacings + driftError * lever + Double(unseenAsymmetry)
-        return bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
+    /// Along the true drift, θ lies at or below every A and at or above every −B, however the least
+    /// delays split between the directions: within half the least round trip of the middle, which
+    /// is where the mapping puts it. Along the fitted drift instead, each end moves by the drift's
+    /// error (ppm as a fraction: the larger of the fit's own interval, twice its half-width, and how
+    /// far from the fit's drift the floors allow, `floorTolerance`) times how far from the reference
+    /// the exchange that sets it lies. So the round trip is certain and only the drift is a 99 %
+    /// matter. Nil where the exchanges contradict each other (a round trip below 0).
+    static func bound(leastRoundTrip: Double, driftError: Double, lever: Double) -> Int64? {
+        let bound = leastRoundTrip / 2 + driftError * lever
+        return leastRoundTrip >= 0 && bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
     }
 
     /// One slope for both envelopes (rising on A, falling on B), from the two-sided form of the
@@ -155,13 +148,14 @@ public struct ClockEstimator: Sendable {
     /// averaging two separate slopes gains only √2. The objective is concave and piecewise linear,
     /// so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
     ///
-    /// Where few points pin the slope, the objective's top is nearly flat, and its maximum sits at
-    /// one end of the flat, wherever the one lowest point happened to fall: drift errors of 10 ppm
-    /// for seconds, early on a jittery link. So what it returns is the slopes whose objective comes
-    /// within `tolerance` of the maximum: the fit takes their middle, the bound their half-width. partycast-clock-sim, 64 seeds judged from
-    /// 11 s, p99 / worst run's p99, before → after: the judged link 41 / 88 → 33 / 53 µs, through
-    /// the starved relay 80 / 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms
-    /// 33 / 49 → 27 / 35 µs, 0–20 ms down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
+    /// Where few points pin the slope, the objective's top is nearly flat, and its maximum sits at one
+    /// end of the flat, wherever the one lowest point happened to fall: drift errors of 10 ppm for
+    /// seconds, early on a jittery link. So what it returns is the slopes whose objective comes within
+    /// `tolerance` of the maximum: the fit takes their middle, the bound their half-width.
+    /// partycast-clock-sim, 64 seeds judged from 11 s, p99 / worst run's p99, before → after: the
+    /// judged link (then, where packets overtake) 41 / 88 → 33 / 53 µs, through the starved relay 80 /
+    /// 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms 33 / 49 → 27 / 35 µs, 0–20 ms
+    /// down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
     private func jointDrift(tolerance: Double) -> ClosedRange<Double> {
         func objective(_ slope: Double) -> Double {
             outbound.level(slope: slope) + slope * outbound.meanTime + inbound.level(slope: -slope) - slope * inbound.meanTime

@@ -228,13 +228,16 @@ struct DelayEnvelope: Sendable {
 
     /// The value at the reference of the highest line of this slope under the points the fit kept: the
     /// lowest of them seen along the slope, which is always a hull vertex.
-    func level(slope: Double) -> Double {
-        var level = Double.infinity
+    func level(slope: Double) -> Double { lowest(slope: slope).level }
+
+    /// That level, and the time (from the reference) of the vertex that sets it.
+    func lowest(slope: Double) -> (level: Double, time: Double) {
+        var lowest = (level: Double.infinity, time: 0.0)
         for index in 0..<hullCount {
             let (time, value) = vertex(index)
-            level = min(level, value - slope * time)
+            if value - slope * time < lowest.level { lowest = (value - slope * time, time) }
         }
-        return level
+        return lowest
     }
 
     private func depth(of position: Int, below line: Line) -> Double {

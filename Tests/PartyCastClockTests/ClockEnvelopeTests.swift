@@ -14,6 +14,8 @@ struct JitteryLink {
     var upJitter: Int64
     var downJitter: Int64
     var base: Int64 = 150_000
+    /// Added to `base` on the way down only: a slower hop one way, which no exchange can see.
+    var downSlower: Int64 = 0
     var random: SplitMix64
     var keepsOrder = false
     /// With `keepsOrder`: other traffic in the same queues, a packet every so often each way (audio
@@ -43,11 +45,11 @@ struct JitteryLink {
         let replied = received + Int64.random(in: 5_000...30_000, using: &random)
         if keepsOrder, let background {
             while nextBackground.down < replied {
-                lastDown = max(lastDown, nextBackground.down + base + Int64.random(in: 0...downJitter, using: &random))
+                lastDown = max(lastDown, nextBackground.down + base + downSlower + Int64.random(in: 0...downJitter, using: &random))
                 nextBackground.down += background.down
             }
         }
-        var t4 = replied + base + Int64.random(in: 0...downJitter, using: &random)
+        var t4 = replied + base + downSlower + Int64.random(in: 0...downJitter, using: &random)
         if keepsOrder { (t4, lastDown) = (max(t4, lastDown), max(t4, lastDown)) }
         return (t4, ClockSample(t1: t1, t2: remote(atLocal: received), t3: remote(atLocal: replied), t4: t4))
     }

@@ -670,8 +670,8 @@ public nonisolated struct PCStatus: Sendable {
   public var latencyOffsetMilliseconds: Int32 = 0
 
   /// The listener's own bound on its clock's error against the broadcaster's, 99 % of the time,
-  /// from the evidence of its exchanges (it assumes the path's least delay is the same both ways,
-  /// which no exchange can see); absent before its first estimate and without sync.
+  /// from the evidence of its exchanges: half their least round trip, however the path splits it
+  /// between the two ways, and the drift's uncertainty; absent before its first estimate and without sync.
   public var clockBoundMicroseconds: UInt32 {
     get {_clockBoundMicroseconds ?? 0}
     set {_clockBoundMicroseconds = newValue}
