@@ -153,9 +153,9 @@ public struct ClockEstimator: Sendable {
     /// seconds, early on a jittery link. So what it returns is the slopes whose objective comes within
     /// `tolerance` of the maximum: the fit takes their middle, the bound their half-width.
     /// partycast-clock-sim, 64 seeds judged from 11 s, p99 / worst run's p99, before → after: the
-    /// judged link (then, where packets overtake) 41 / 88 → 33 / 53 µs, through the starved relay 80 /
-    /// 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms 33 / 49 → 27 / 35 µs, 0–20 ms
-    /// down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
+    /// judged link (then, where packets overtake) 41 / 88 → 33 / 53 µs, through the starved relay
+    /// 80 / 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms 33 / 49 → 27 / 35 µs,
+    /// 0–20 ms down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
     private func jointDrift(tolerance: Double) -> ClosedRange<Double> {
         func objective(_ slope: Double) -> Double {
             outbound.level(slope: slope) + slope * outbound.meanTime + inbound.level(slope: -slope) - slope * inbound.meanTime

@@ -83,11 +83,11 @@ public struct ClockExchangeSchedule: Sendable {
     /// then), exchanges ~190 times a second over its first minute instead of ~110 (budget 2e14, densest
     /// 5 ms), and the error falls where sync missed its bar: bench-sync, 8 seeds of its link, p99 of
     /// the worse far listener mean 40 → 27 µs, worst 62 → 49; its clock logs replayed (16 listeners
-    /// from 11 s) mean p99 37 → 24, worst 61 → 49; partycast-clock-sim (64 seeds, from 11 s) p99 / max
-    /// / worst run's p99 29 / 70 / 51 → 22 / 43 / 40 µs, through the starved relay 57 / 238 / 168 → 36
-    /// / 69 / 53. Either half alone does not: densest 2.5 ms at budget 2e14 gained 16 % more exchanges
-    /// and nothing measurable, budget 1e14 at 5 ms nothing either (3 seeds: 54, 67, 37 µs against 34,
-    /// 42, 45). Quiet links go sparse as before.
+    /// from 11 s) mean p99 37 → 24, worst 61 → 49; partycast-clock-sim (64 seeds, from 11 s)
+    /// p99 / max / worst run's p99 29 / 70 / 51 → 22 / 43 / 40 µs, through the starved relay
+    /// 57 / 238 / 168 → 36 / 69 / 53. Either half alone does not: densest 2.5 ms at budget 2e14 gained
+    /// 16 % more exchanges and nothing measurable, budget 1e14 at 5 ms nothing either (3 seeds: 54, 67,
+    /// 37 µs against 34, 42, 45). Quiet links go sparse as before.
     static let densest: Int64 = 2_500_000
     /// Where order is kept the pace stops slowing here, a quarter of the window (16 s) in. There an
     /// exchange comes near the floor only when it finds the path clear, at most about once per hold,
