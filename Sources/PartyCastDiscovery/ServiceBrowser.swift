@@ -5,9 +5,11 @@ import PartyCastCore
 /// `_partycast._tcp` unless told otherwise.
 public enum ServiceBrowser {
     /// Browses for up to `timeout` seconds, returning early once avahi has reported everything it
-    /// knows ("all for now") and every resolve has answered. One entry per service name, sorted.
-    /// Throws when avahi-daemon is not running (or goes away meanwhile).
-    public static func browse(type: String = PartyCastService.type, timeout: Double) throws(PartyCastError) -> [DiscoveredService] {
+    /// knows ("all for now") and every resolve has answered, or, `waitingFor` a name, once a service
+    /// of that name has resolved. One entry per service name, sorted. Throws when avahi-daemon is not
+    /// running (or goes away meanwhile).
+    public static func browse(type: String = PartyCastService.type, timeout: Double,
+                              waitingFor name: String? = nil) throws(PartyCastError) -> [DiscoveredService] {
         guard timeout.isFinite, timeout >= 0 else {
             throw PartyCastError(.invalidArgument, "mDNS: the browse timeout must be 0 seconds or more, not \(timeout)")
         }
@@ -52,7 +54,11 @@ public enum ServiceBrowser {
             try loop.start()
 
             loop.wait(until: monotonicNanoseconds() + UInt64(timeout * 1e9)) {
-                loop.locked { session.failure != nil || (session.allForNow && session.resolvers.isEmpty) }
+                loop.locked {
+                    if session.failure != nil { return true }
+                    guard let name else { return session.allForNow && session.resolvers.isEmpty }
+                    return session.found.contains { $0.name == name }
+                }
             }
             let (found, failure) = loop.locked { (session.found, session.failure) }
             if let failure { throw failure }

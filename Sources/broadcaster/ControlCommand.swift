@@ -137,7 +137,7 @@ struct Ctl: AsyncParsableCommand {
 
     /// The remote control of the party named `name`, or of the only party on the LAN that has one.
     private static func discover(name: String?) throws(PartyCastError) -> String {
-        let found = try ServiceBrowser.browse(timeout: 2).filter { name == nil || $0.name == name }
+        let found = try ServiceBrowser.browse(timeout: 2, waitingFor: name).filter { name == nil || $0.name == name }
         let controllable = found.filter { $0.txt["control"].flatMap(Int.init) != nil }
         guard let service = controllable.first else {
             if let name {

@@ -215,7 +215,7 @@ struct Join: ParsableCommand {
     /// A PartyCast broadcaster's party: found by mDNS or --host, over the native protocol.
     private func nativeParty(clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
         let resolver: EndpointResolver
-        do { resolver = try endpointResolver() } catch let error as PartyCastError {
+        do { resolver = try endpointResolver(logger: logger) } catch let error as PartyCastError {
             if interrupted.load(ordering: .relaxed) { throw ExitCode.success }
             throw exitFailing(error, program: "listener")
         }
@@ -245,7 +245,7 @@ struct Join: ParsableCommand {
     }
 
     /// How to find the broadcaster before each (re)connection.
-    private func endpointResolver() throws -> EndpointResolver {
+    private func endpointResolver(logger: Logger) throws -> EndpointResolver {
         if let host {
             let parts = host.split(separator: ":")
             guard (1...2).contains(parts.count), let port = parts.count == 2 ? Int(parts[1]) : 7360, (1...65535).contains(port) else {
@@ -257,14 +257,33 @@ struct Join: ParsableCommand {
         // Empty is how a service's configuration leaves the name out.
         let wanted = name.flatMap { $0.isEmpty ? nil : $0 }
         // Pick now, so "which one?" is asked once; reconnections look for the same name.
-        let chosen = try choose(from: ServiceBrowser.browse(timeout: 2), wanted: wanted)
+        let found = try wanted.map { try browse(waitingFor: $0, logger: logger) } ?? ServiceBrowser.browse(timeout: 2)
+        let chosen = try choose(from: found, wanted: wanted)
         return { () throws(PartyCastError) in
-            let found = try ServiceBrowser.browse(timeout: 2)
+            let found = try ServiceBrowser.browse(timeout: 2, waitingFor: chosen.name)
             guard let service = found.first(where: { $0.name == chosen.name }) else {
                 throw PartyCastError(.io, "\"\(String(untrusted: chosen.name, limit: 60))\" is not on the LAN right now")
             }
             return (service.address, service.port)
         }
+    }
+
+    /// How long a listener told a name waits for it: a broadcaster started at the same moment
+    /// publishes a second or two later (its start-up, then avahi's probes), when the first browse
+    /// may already have ended, and a party's machines are often switched on together.
+    static let nameWait = 30.0
+
+    /// The LAN's broadcasters once `wanted` is among them, or when `nameWait` has passed (or Ctrl-C):
+    /// browsed a second at a time, so an interrupt is heard.
+    private func browse(waitingFor wanted: String, logger: Logger) throws -> [DiscoveredService] {
+        var found = try ServiceBrowser.browse(timeout: 2)
+        guard !found.contains(where: { $0.name == wanted }) else { return found }
+        logger.notice("waiting up to \(Int(Self.nameWait)) s for \"\(wanted)\" to appear on the LAN")
+        let deadline = monotonicNanoseconds() + UInt64(Self.nameWait * 1e9)
+        while !found.contains(where: { $0.name == wanted }), monotonicNanoseconds() < deadline, !interrupted.load(ordering: .relaxed) {
+            found = try ServiceBrowser.browse(timeout: 1, waitingFor: wanted)
+        }
+        return found
     }
 
     private func choose(from found: [DiscoveredService], wanted: String?) throws -> DiscoveredService {

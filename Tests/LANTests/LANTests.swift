@@ -86,6 +86,24 @@ final class LANTests: XCTestCase {
         }
     }
 
+    /// A listener told a name that is not on the LAN yet says it waits, and joins once the
+    /// broadcaster appears: machines of a party are often switched on together, and a broadcaster
+    /// publishes a second or two after it starts.
+    func testAListenerToldANameWaitsForItsBroadcaster() throws {
+        let directory = try temporaryDirectory()
+        let early = try on(host(2), [listener, "join", "Late Party", "--listener-name", "early", "--output", "wav:\(directory)/early.wav",
+                                     "--once", "--quiet"])
+        XCTAssertTrue(early.waitForStderr("waiting up to 30 s for \"Late Party\"", timeout: 30), early.stderr)
+        XCTAssertTrue(early.isRunning, early.stderr)
+        let server = try on(host(1), [broadcaster, "share", "tone:440:3", "--name", "Late Party", "--start-in", "2"])
+        let joined = early.wait(timeout: 60)
+        XCTAssertEqual(joined.status, 0, joined.stderr)
+        let served = server.wait(timeout: 30)
+        XCTAssertTrue(served.stderr.contains("early@10.77.0.12 joined"), served.stderr)
+        let audio = try readAudio("\(directory)/early.wav")
+        XCTAssertGreaterThan(audio.frames, 2 * 48_000, "the tone's 3 s, less what played before the join")
+    }
+
     /// avahi-daemon gone: the broadcaster warns once and goes on serving by address.
     func testBroadcasterServesWithoutAvahi() throws {
         let directory = try temporaryDirectory()
