@@ -260,7 +260,9 @@ struct Join: ParsableCommand {
         let found = try wanted.map { try browse(waitingFor: $0, logger: logger) } ?? ServiceBrowser.browse(timeout: 2)
         let chosen = try choose(from: found, wanted: wanted)
         return { () throws(PartyCastError) in
-            let found = try ServiceBrowser.browse(timeout: 2, waitingFor: chosen.name)
+            // Not waiting for the name: a reconnection backs off and looks again, and Ctrl-C must
+            // not sit out a browse.
+            let found = try ServiceBrowser.browse(timeout: 2)
             guard let service = found.first(where: { $0.name == chosen.name }) else {
                 throw PartyCastError(.io, "\"\(String(untrusted: chosen.name, limit: 60))\" is not on the LAN right now")
             }
