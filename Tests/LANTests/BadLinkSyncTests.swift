@@ -181,10 +181,12 @@ final class BadLinkSyncTests: XCTestCase {
             XCTAssertLessThanOrEqual(s.maxMicroseconds ?? .infinity, bar.max, "max: \(context)")
         }
 
-        // Each far listener's own bound held from 11 s: its exchanges replayed through the estimator,
-        // against the true clock (the broadcaster's is this machine's). Over bench-sync's order-kept
-        // and bottleneck rows (6–8 at seeds 443–446, 5 and 9 at 443–444: 32 far listeners) it held 100
-        // % of the time, but one run is one draw: 95 % here.
+        // Each far listener's own bound held from 11 s, 99 % of the time as issue 24 asks: its exchanges
+        // replayed through the estimator, against the true clock (the broadcaster's is this machine's).
+        // Half the least round trip holds for certain; only the drift's part is a matter of odds. It
+        // held 100 % in all 48 far listeners' logs of bench-sync's nine rows (seeds 443–446) and in
+        // all 38 logs of this test in five CI runs today. The bound of before, which read the floors,
+        // needed 95 % here.
         let replayed = try runProcess("\(bin)/partycast-clock-sim", ["--judged-from", "11", "--json", "--replay",
                                                                      "\(directory)/far1.clock", "\(directory)/far2.clock"], timeout: 120)
         XCTAssertEqual(replayed.status, 0, replayed.stderr)
@@ -193,7 +195,7 @@ final class BadLinkSyncTests: XCTestCase {
             print("BadLinkSyncTests: \(replay.log): clock p99 \(replay.p99_us ?? .nan) µs, own bound (median) ±\(replay.bound_median_us ?? .nan) µs, "
                 + "held \(replay.covered_pct ?? .nan) %, \(replay.exchanges_per_s ?? .nan) exchanges/s, "
                 + "floor oracle p99 \(replay.floor_oracle_p99_us ?? .nan) µs")
-            XCTAssertGreaterThanOrEqual(replay.covered_pct ?? 0, 95, "\(replay.log): the listener's own bound held too rarely")
+            XCTAssertGreaterThanOrEqual(replay.covered_pct ?? 0, 99, "\(replay.log): the listener's own bound held too rarely")
         }
 
         // The whole song in every recording, and no dropout while it plays (the recordings hold the
