@@ -20,8 +20,10 @@
 # recording while the song plays; the far listeners' clock error against the truth (their exchanges
 # replayed by partycast-clock-sim) and the least any estimator reading the two directions' floors
 # could have had with the same exchanges (its floor oracle: the drift known, each direction's least
-# delay so far taken as its floor), the median of their own 99 % bound and the share of the time it
-# held; exchanges a second and clock bytes a second (IP included, both ways) per far listener.
+# delay so far taken as its floor) and reading the tops instead (its ceiling oracle: the drift known,
+# each direction's greatest delay below the stragglers), the median of their own 99 % bound and the
+# share of the time it held; exchanges a second and clock bytes a second (IP included, both ways)
+# per far listener.
 #                                                     → bench-out/sync-links.{md,json}
 #   BENCH_SYNC=lan | links | all (default)   runs only the LAN part, only the link table, or both.
 #   BENCH_LINKS="1 7"                         runs only those rows of the table (default: all nine).
@@ -187,6 +189,7 @@ run_link() {  # INDEX LABEL OPTIONS
        exchanges_per_s: ($clock[0] | map(.exchanges_per_s) | add / length),
        clock_bytes_per_s: (if $netem_seconds > 0 then $udp_bytes / 2 / $netem_seconds else null end),
        clock_p99_us: ($clock[0] | map(.p99_us) | max), floor_oracle_p99_us: ($clock[0] | map(.floor_oracle_p99_us) | max),
+       ceiling_oracle_p99_us: ($clock[0] | map(.ceiling_oracle_p99_us) | max),
        bound_median_us: ($clock[0] | map(.bound_median_us) | max),
        bound_covered_pct: ($clock[0] | map(.covered_pct) | min),
        clock: $clock[0], skew: .}' "$dir/skew.json" > "$dir/row.json"
@@ -220,9 +223,9 @@ run_links() {
     echo "Skew of the worse far listener against the near one (µs, from the recordings, 5 s after each first sound; one minute"
     echo "of pink noise; clocks near 0/0, far −5 s/−150 ppm and +9 s/+120 ppm; a CPU hog). Pairwise: max over all three."
     echo
-    echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) | clock p99 (far, replayed) | floor oracle p99 (far) | own bound, median | bound held | exchanges/s | clock B/s |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s | \(.clock_p99_us | round) µs | \(.floor_oracle_p99_us | round) µs | ±\(.bound_median_us | round) µs | \(.bound_covered_pct * 10 | round / 10) % | \(.exchanges_per_s | round) | \(.clock_bytes_per_s // 0 | round) |" end' "$out/sync-links.json"
+    echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) | clock p99 (far, replayed) | floor oracle p99 (far) | ceiling oracle p99 (far) | own bound, median | bound held | exchanges/s | clock B/s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.[] | if .failed then "| \(.condition) | did not finish | | | | | | | | | | | | | |" else "| \(.condition) | \(.median_us | round) µs | \(.p99_us | round) µs | \(.max_us | round) µs | \(.worse_far | rtrimstr(".wav")) | \(.pairwise_p99_us | round) µs | \(.longest_gap_ms * 10 | round / 10) ms | \(.shortest_song_s * 1000 | round / 1000) s | \(.clock_p99_us | round) µs | \(.floor_oracle_p99_us | round) µs | \(.ceiling_oracle_p99_us // null | if . == null then "–" else "\(round) µs" end) | ±\(.bound_median_us | round) µs | \(.bound_covered_pct * 10 | round / 10) % | \(.exchanges_per_s | round) | \(.clock_bytes_per_s // 0 | round) |" end' "$out/sync-links.json"
     echo
     jq -r '.[] | "- \(.condition): netem \(.netem_options | if . == "" then "(no options)" else . end) --seed '"$seed"' → \(.netem // "no summary" | sub("^partycast-netem: "; ""))"' "$out/sync-links.json"
   } > "$out/sync-links.md"

@@ -19,7 +19,7 @@ struct ClockSim: ParsableCommand {
     @Option(help: "Seconds after join from which errors count (BadLinkSyncTests judges from 11: a 6 s start, 5 s to settle).")
     var judgedFrom = 5
     @Option(parsing: .upToNextOption, help: ArgumentHelp(
-        "Instead of simulating, replay these logs of real exchanges (listener join --clock-log; the broadcaster on the same machine), beside the floor oracle on the same exchanges.",
+        "Instead of simulating, replay these logs of real exchanges (listener join --clock-log; the broadcaster on the same machine), beside the floor and ceiling oracles on the same exchanges.",
         valueName: "FILE"))
     var replay: [String] = []
     @Flag(help: "With --replay: one JSON object a log (what bench-sync reads) instead of the table.") var json = false
@@ -143,12 +143,13 @@ struct ClockSim: ParsableCommand {
                     + "\"exchanges\": \(run.exchanges), \"exchanges_per_s\": \(number(run.exchangesPerSecond)), "
                     + "\"p99_us\": \(number(quantile(e.offsets, 0.99))), \"max_us\": \(number(e.offsets.max())), "
                     + "\"bound_median_us\": \(number(quantile(e.bounds, 0.5))), \"covered_pct\": \(number(e.coverage)), "
-                    + "\"floor_oracle_p99_us\": \(number(quantile(run.oracleErrors, 0.99)))}")
+                    + "\"floor_oracle_p99_us\": \(number(quantile(run.oracleErrors, 0.99))), "
+                    + "\"ceiling_oracle_p99_us\": \(number(quantile(run.ceilingOracleErrors, 0.99)))}")
             }
             return
         }
-        print("| log | exchanges | median µs | p99 µs | max µs | drift p99 ppm | bound median µs | covered % | floor oracle p99 / max µs |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| log | exchanges | median µs | p99 µs | max µs | drift p99 ppm | bound median µs | covered % | floor oracle p99 / max µs | ceiling oracle p99 / max µs |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         var p99s: [Double] = []
         for (path, run) in zip(replay, runs) {
             p99s += run.errors.runP99s
@@ -156,7 +157,8 @@ struct ClockSim: ParsableCommand {
                 + "\(format(quantile(run.errors.offsets, 0.5))) | \(format(quantile(run.errors.offsets, 0.99))) | "
                 + "\(format(run.errors.offsets.max() ?? .nan)) | \(format(quantile(run.errors.drifts, 0.99))) | "
                 + "\(format(quantile(run.errors.bounds, 0.5))) | \(format(run.errors.coverage)) | "
-                + "\(format(quantile(run.oracleErrors, 0.99))) / \(format(run.oracleErrors.max() ?? .nan)) |")
+                + "\(format(quantile(run.oracleErrors, 0.99))) / \(format(run.oracleErrors.max() ?? .nan)) | "
+                + "\(format(quantile(run.ceilingOracleErrors, 0.99))) / \(format(run.ceilingOracleErrors.max() ?? .nan)) |")
         }
         print("\nWorst log's p99 \(format(p99s.max() ?? .nan)) µs, mean p99 \(format(p99s.reduce(0, +) / Double(p99s.count))) µs over \(p99s.count) logs.")
         guard timeline else { return }

@@ -28,6 +28,10 @@ struct Replay {
     /// true drift) would have been off at each probe, µs: the least error any estimator reading the
     /// floors could have had on this link, with these exchanges.
     var oracleErrors: [Double] = []
+    /// The same for the ceiling oracle (`CeilingOracle`: the true drift, each direction's greatest
+    /// delay), every tenth probe (it sorts all delays so far): what reading the top of the delays
+    /// instead of their floor would do on this link.
+    var ceilingOracleErrors: [Double] = []
     var timeline: [Second] = []
     var exchanges = 0
     var skippedLines = 0
@@ -45,18 +49,26 @@ struct Replay {
         }
         let trueDriftPPM = (1 / (1 + log.clock.driftPPM * 1e-6) - 1) * 1e6
         var errors = Errors()
-        let excesses = Self.excesses(log)
+        let delays = log.oneWayDelays
+        let (leastUp, leastDown) = (delays.map(\.up).min() ?? 0, delays.map(\.down).min() ?? 0)
+        // Each exchange's true one-way delays above the log's least in the same direction.
+        let excesses = delays.map { FloorOracle.Excess(up: $0.up &- leastUp, down: $0.down &- leastDown) }
         var timeline = Self.leastDelays(log, excesses)
         var oracle = FloorOracle(), oracleErrors: [Double] = [], taken = 0
+        var ceilingOracle = CeilingOracle(leastUp: leastUp, leastDown: leastDown)
+        var ceilingOracleErrors: [Double] = [], probes = 0
         let start = log.samples.first?.t1 ?? 0
         let replayed = log.replay(judgedFrom: judgedFrom, every: probeInterval) { local, error, mapping, estimator in
             // The exchanges the estimator has by now: those answered by `local`, in the log's order.
             while taken < excesses.count, log.samples[taken].t4 <= local {
                 oracle.take(excesses[taken])
+                ceilingOracle.take(delays[taken])
                 taken += 1
             }
             let oracleError = oracle.snapshot(at: local, estimatorError: nil).oracleError
             oracleErrors.append(oracleError.magnitude)
+            if probes % 10 == 0, let ceilingError = ceilingOracle.error { ceilingOracleErrors.append(ceilingError.magnitude) }
+            probes += 1
             let offset = Double(error).magnitude / 1e3
             errors.offsets.append(offset)
             errors.record(bound: estimator.errorBound, offset: offset)
@@ -73,16 +85,9 @@ struct Replay {
         guard replayed else { throw PartyCastError(.invalidArgument, "\(path): spans more than a day") }
         self.errors = errors
         self.oracleErrors = oracleErrors
+        self.ceilingOracleErrors = ceilingOracleErrors
         self.timeline = timeline
         self.errors.runP99s = [quantile(errors.offsets, 0.99)]
-    }
-
-    /// Each exchange's true one-way delays above the log's least in the same direction, in the log's
-    /// order.
-    private static func excesses(_ log: ClockExchangeLog.Contents) -> [FloorOracle.Excess] {
-        let delays = log.oneWayDelays
-        guard let leastUp = delays.map(\.up).min(), let leastDown = delays.map(\.down).min() else { return [] }
-        return delays.map { FloorOracle.Excess(up: $0.up &- leastUp, down: $0.down &- leastDown) }
     }
 
     /// Per second from the first exchange (by its request's time), each direction's least excess;
