@@ -328,8 +328,8 @@ public final class Party: PartyControl {
             if let paused = p.pausedAt {
                 view.current = paused.item
                 view.elapsedSeconds = Double(paused.songFrame) / Double(p.sampleRate)
-            } else if case let position = max(Timeline.position(at: time, origin: p.origin, rate: p.sampleRate), p.changeHeardFrom),
-                      time >= p.origin || position > 0, let heard = Timeline.heard(at: position, in: p.segments) {
+            } else if let heard = Timeline.heard(at: time, origin: p.origin, rate: p.sampleRate, changeHeardFrom: p.changeHeardFrom,
+                                                 in: p.segments) {
                 view.current = heard.item
                 view.elapsedSeconds = Double(heard.songFrame) / Double(p.sampleRate)
             }
@@ -379,10 +379,13 @@ public final class Party: PartyControl {
     /// Forgets chunks and segments that have been heard (keeping the segment heard now), and tells
     /// the remotes when another song has started being heard (pacer thread).
     func pruneHeard() {
-        let position = state.timeline.position(at: now())
-        state.timeline.forgetHeard(before: position)
+        let time = now()
+        state.timeline.forgetHeard(before: state.timeline.position(at: time))
         let segments = state.timeline.segments
-        let current = Timeline.heard(at: position, in: segments)?.item
+        // As the snapshots see it: before the origin nothing is heard, so the first song's start
+        // is a change the remotes and Sendspin's metadata clients are told of.
+        let current = Timeline.heard(at: time, origin: state.timeline.origin, rate: state.timeline.sampleRate,
+                                     changeHeardFrom: state.changeHeardFrom, in: segments)?.item
         let changed = published.withLockedValue { p in
             defer { p.lastCurrent = current; p.segments = segments }
             return p.lastCurrent != current

@@ -71,6 +71,16 @@ struct Timeline {
         return (segment.item, segment.songFrame + Int(position - segment.position))
     }
 
+    /// The song and its frame heard at `time`: nothing before the broadcast starts, and a change
+    /// (a cut, a resume) from its position `changeHeardFrom` on even if the clock has not reached it.
+    /// What the snapshots show and what the pacer republishes on, so the two agree.
+    static func heard(at time: UInt64, origin: UInt64, rate: Int, changeHeardFrom: UInt64,
+                      in segments: [Segment]) -> (item: Int, songFrame: Int)? {
+        let position = max(position(at: time, origin: origin, rate: rate), changeHeardFrom)
+        guard time >= origin || position > 0 else { return nil }
+        return heard(at: position, in: segments)
+    }
+
     /// Song `item` is heard from its frame `songFrame` on, starting at `position`.
     mutating func start(item: Int, songFrame: Int, at position: UInt64) {
         segments.append(Segment(position: position, item: item, songFrame: songFrame))

@@ -154,12 +154,10 @@ struct SendspinConnection {
         case .send(let message):
             if case .time = message { outlet.answerClock(message) } else { outlet.push(.message(message)) }
         case .joined(let peer):
-            player.roles.withLockedValue { $0 = peer.activeRoles }
+            if peer.has("artwork") { player.artworkChannels.withLockedValue { $0 = peer.artworkChannels } }
+            player.told.withLockedValue { $0.peer = peer }
             // What the party is now; `followParty` tells what changes from here.
-            let state = SendspinPartyState(shared.party.snapshot)
-            if peer.has("metadata") { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
-            if peer.has("controller") { outlet.push(.message(.controller(state.controller))) }
-            if peer.has("artwork") { showArtwork(of: state.song, to: player, on: outlet, setting: peer.artworkChannels) }
+            tellParty(to: player, on: outlet)
             guard let format = peer.format else {
                 shared.logger.info("Sendspin client \(peer.name)@\(address) joined without the player role (\(peer.activeRoles.joined(separator: ", ")))")
                 return true
@@ -239,8 +237,8 @@ struct SendspinConnection {
     final class Player: Sendable {
         let format = LockedValueBox<SendspinAudioFormat?>(nil)
         let fanoutID = LockedValueBox<Int?>(nil)
-        /// Its active roles, once it joined.
-        let roles = LockedValueBox<[String]>([])
+        /// Who it is once it joined, and what it was last told of the party (`tellParty`).
+        let told = LockedValueBox(Told())
         /// The artwork channels it asked for, if an artwork client.
         let artworkChannels = LockedValueBox<[SendspinArtworkChannel]>([])
         /// Its stream ended with the broadcast.
@@ -252,23 +250,36 @@ struct SendspinConnection {
         }
     }
 
+    struct Told: Sendable {
+        var peer: SendspinPeer?
+        var state: SendspinPartyState?
+    }
+
     /// Tells a client with the metadata, controller or artwork role what changes of the party, until the
     /// connection ends (the task is cancelled).
     private func followParty(_ player: Player, outlet: SendspinOutlet) async {
-        var told: SendspinPartyState?
-        for await snapshot in shared.party.snapshots() {
-            let roles = player.roles.withLockedValue { $0 }
-            let metadata = roles.contains("metadata@v1"), controller = roles.contains("controller@v1"), artwork = roles.contains("artwork@v1")
-            guard metadata || controller || artwork else { continue }
-            let state = SendspinPartyState(snapshot)
-            if metadata && state.changesMetadata(from: told) { outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds())))) }
-            if controller && state.volume != told?.volume { outlet.push(.message(.controller(state.controller))) }
-            // The join showed the song of then; from here, each new one's, and each new picture
-            // of the same item (a pipe's player plays its songs as one).
-            if artwork, let told, told.song?.id != state.song?.id || told.song?.coverRevision != state.song?.coverRevision {
+        for await _ in shared.party.snapshots() { tellParty(to: player, on: outlet) }
+    }
+
+    /// Tells a client that joined what of the party it has not been told: the party's newest state,
+    /// read and told under the lock of what it was told last. So the join's telling and each of
+    /// `followParty`'s come in order, each against the one before, and a change that lands while the
+    /// client joins (the song first heard, its cover read) is told once, never lost.
+    private func tellParty(to player: Player, on outlet: SendspinOutlet) {
+        player.told.withLockedValue { told in
+            guard let peer = told.peer, peer.has("metadata") || peer.has("controller") || peer.has("artwork") else { return }
+            let state = SendspinPartyState(shared.party.snapshot)
+            if peer.has("metadata") && state.changesMetadata(from: told.state) {
+                outlet.push(.message(.metadata(state.metadata(at: Self.nowMicroseconds()))))
+            }
+            if peer.has("controller") && state.volume != told.state?.volume { outlet.push(.message(.controller(state.controller))) }
+            // Each new song's picture, and each new picture of the same item (a pipe's player plays
+            // its songs as one).
+            let newPicture = told.state.map { $0.song?.id != state.song?.id || $0.song?.coverRevision != state.song?.coverRevision } ?? true
+            if peer.has("artwork") && newPicture {
                 showArtwork(of: state.song, to: player, on: outlet)
             }
-            told = state
+            told.state = state
         }
     }
 }

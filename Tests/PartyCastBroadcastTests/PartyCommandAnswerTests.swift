@@ -13,6 +13,24 @@ extension PartyCommandTests {
 
     func seconds(_ frames: UInt64) -> Double { Double(frames) / Double(Self.rate) }
 
+    /// Subscribers (the remotes, Sendspin's metadata and artwork clients) are told when the first
+    /// song starts being heard. The pacer republishes when the song heard changes, and once took it
+    /// to be heard from before the origin, where the snapshots show none: a client that joined in
+    /// that second was told of no song and then never of the first (SendspinPlayerTests' artwork
+    /// client waited 30 s, in CI and 10 of 10 times when it joined at once).
+    func testTheFirstSongIsPublishedWhenItStartsBeingHeard() throws {
+        XCTAssertTrue(try party.start())
+        try pump()
+        party.pruneHeard()
+        XCTAssertNil(party.snapshot.current, "nothing is heard before the origin")
+        clock.advance(milliseconds: 1500)
+        try pump()
+        let told = party.snapshot.revision
+        party.pruneHeard()
+        XCTAssertEqual(playing(party.snapshot), [1, 0.5])
+        XCTAssertGreaterThan(party.snapshot.revision, told, "the subscribers were told")
+    }
+
     func testNextAnswersTheNextSongAtItsStart() throws {
         try startAndPlay()
         XCTAssertEqual(playing(party.snapshot), [1, 0.5], "before: half a second of the first song")
