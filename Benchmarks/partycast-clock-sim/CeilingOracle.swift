@@ -1,6 +1,7 @@
 /// The floor oracle's mirror image: an estimator that knows the drift and reads the clock from each
-/// direction's greatest delay instead of its least, judged against the same bases as the floor
-/// oracle (the log's least delays), so the two are off by what each reading costs on that link.
+/// direction's greatest delay instead of its least. Judged against the true clock: the two
+/// directions' edges differ by what each path adds (base delay, longest hold), as their floors do by
+/// the bases alone, and a reading of the top pays for that difference.
 ///
 /// Where every packet is held at most H (netem's uniform 0–20 ms) a held packet delays those behind
 /// it by less than its own hold, so no load lifts a delay past base + H: the top edge is as sharp on
@@ -16,11 +17,6 @@ struct CeilingOracle {
     static let tolerance = 12.0
 
     private var up: [Int64] = [], down: [Int64] = []
-    private let leastDifference: Double
-
-    /// `leastUp − leastDown`: the bases the floor oracle takes, whose half-difference no two-way
-    /// method sees.
-    init(leastUp: Int64, leastDown: Int64) { leastDifference = Double(leastUp &- leastDown) }
 
     mutating func take(_ delays: (up: Int64, down: Int64)) {
         up.append(delays.up)
@@ -28,11 +24,11 @@ struct CeilingOracle {
     }
 
     /// The offset error, µs, signed: A's greatest reads θ + the up edge, B's −θ + the down edge, so
-    /// half their difference is off by (up edge − down edge − the bases' difference) / 2. Nil until
-    /// each direction has enough delays to tell a dense top from outliers.
+    /// half their difference is off by (up edge − down edge) / 2. Nil until each direction has
+    /// enough delays to tell a dense top from outliers.
     var error: Double? {
         guard let upEdge = Self.edge(up), let downEdge = Self.edge(down) else { return nil }
-        return (Double(upEdge &- downEdge) - leastDifference) / 2e3
+        return Double(upEdge &- downEdge) / 2e3
     }
 
     static func edge(_ delays: [Int64]) -> Int64? {

@@ -28,9 +28,9 @@ struct Replay {
     /// true drift) would have been off at each probe, µs: the least error any estimator reading the
     /// floors could have had on this link, with these exchanges.
     var oracleErrors: [Double] = []
-    /// The same for the ceiling oracle (`CeilingOracle`: the true drift, each direction's greatest
-    /// delay), every tenth probe (it sorts all delays so far): what reading the top of the delays
-    /// instead of their floor would do on this link.
+    /// What the ceiling oracle (`CeilingOracle`: the true drift, each direction's greatest delay)
+    /// would have been off from the true clock, every tenth probe (it sorts all delays so far): what
+    /// reading the top of the delays instead of their floor would do on this link.
     var ceilingOracleErrors: [Double] = []
     var timeline: [Second] = []
     var exchanges = 0
@@ -55,7 +55,7 @@ struct Replay {
         let excesses = delays.map { FloorOracle.Excess(up: $0.up &- leastUp, down: $0.down &- leastDown) }
         var timeline = Self.leastDelays(log, excesses)
         var oracle = FloorOracle(), oracleErrors: [Double] = [], taken = 0
-        var ceilingOracle = CeilingOracle(leastUp: leastUp, leastDown: leastDown)
+        var ceilingOracle = CeilingOracle()
         var ceilingOracleErrors: [Double] = [], probes = 0
         let start = log.samples.first?.t1 ?? 0
         let replayed = log.replay(judgedFrom: judgedFrom, every: probeInterval) { local, error, mapping, estimator in
