@@ -8,7 +8,8 @@
 # (nice OTHERS_NICE, default 5) so that their load reaches those classes as a busy machine's would, not
 # as three lanes' worth of it (at equal priority a fourth lane cost the bad link's clock bound its
 # margin: 94.5 % held against a 95 % bar on a clean clone).
-# Usage: scripts/run-tests.sh BUNDLE LOG_DIR [CLASS ...]   (TEST_JOBS=1 runs them one after another)
+# Usage: scripts/run-tests.sh BUNDLE LOG_DIR [CLASS ...]   (TEST_JOBS=1 runs them one after another;
+# a CLASS may leave out its module: SendspinPlayerTests)
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BUNDLE LOG_DIR [CLASS ...]" >&2; exit 2; }
 bundle=$1 logs=$2
@@ -33,11 +34,20 @@ slowest=(
 # (wake-ups, which load does not add). A guest's flood of thousands of connections runs beside them
 # too, its load at the others' lower priority.
 timing="BadLinkSyncTests PartySyncTests StereoPairTests PartyControlTests MPDPauseFadeTests"
+mapfile -t listed < <("$bundle" --list-tests | sed -n 's|^\([A-Za-z0-9_]*\.[A-Za-z0-9_]*\)/.*|\1|p' | awk '!seen[$0]++')
+[ ${#listed[@]} -gt 0 ] || { echo "$bundle lists no tests" >&2; exit 1; }
 if [ $# -gt 0 ]; then
-    classes=("$@")
+    # Named with or without their module; a name the bundle lacks would run no test and pass.
+    classes=()
+    for name in "$@"; do
+        match=""
+        for class in "${listed[@]}"; do
+            if [ "$class" = "$name" ] || [ "${class#*.}" = "$name" ]; then match=$class; fi
+        done
+        [ -n "$match" ] || { echo "$bundle has no test class $name" >&2; exit 2; }
+        classes+=("$match")
+    done
 else
-    mapfile -t listed < <("$bundle" --list-tests | sed -n 's|^\([A-Za-z0-9_]*\.[A-Za-z0-9_]*\)/.*|\1|p' | awk '!seen[$0]++')
-    [ ${#listed[@]} -gt 0 ] || { echo "$bundle lists no tests" >&2; exit 1; }
     classes=()
     for name in "${slowest[@]}"; do
         for class in "${listed[@]}"; do [ "${class#*.}" = "$name" ] && classes+=("$class"); done
