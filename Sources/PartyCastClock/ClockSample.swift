@@ -110,8 +110,11 @@ public struct ClockExchangeSchedule: Sendable {
     ///   `AnswerOrder`): there a packet held holds everything behind it, so a request sent before the
     ///   last has left queues behind it, and at most about one exchange per noise finds the path
     ///   empty however many are sent (figures in the commit that brought this).
-    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool) -> Int64 {
+    /// - `densest` while the estimator reads the delays' top edge (`ClockEstimator.readsTopEdge`):
+    ///   there every exchange lies under the edge however it queued, so each one counts.
+    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool) -> Int64 {
         if nanoseconds < 1_000_000_000 { return Self.joining }
+        if readsTopEdge { return Self.densest }
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
         var covered = Double(min(nanoseconds, ClockEstimator.window)) / Double(ClockEstimator.window)
         if !answersOvertake { covered = min(covered, Self.orderKeptCoverage) }

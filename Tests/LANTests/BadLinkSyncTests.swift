@@ -90,18 +90,15 @@ final class BadLinkSyncTests: XCTestCase {
     /// 128 µs, the listener's own bound holding). bench-sync's row of this link replays to a clock
     /// p99 of 19–41 µs.
     static let overtakingBar = Bar(p99: 150, max: 500)
-    /// In order, this link's information runs out: about one packet per longest hold (20 ms) finds the
-    /// path empty, however many are sent and whoever sends them, and partycast-clock-sim (32 seeds,
-    /// from 11 s) puts the clock's own p99 at 160-270 µs, worst run 410; ~70 µs were the true drift
-    /// given. With the two far listeners queueing behind each other's exchanges, as here, 358 µs, worst
-    /// run 1030, and even its floor oracle (the drift known) leaves two listeners 201 µs apart (p90) at
-    /// 11 s. bench-sync at seed 11: p99 426 µs, max 439 (1030 before the schedule learnt that order is
-    /// kept; the issue's own harness measured 1025–1386). Here, seed 11 gave p99 232 µs in one run and
-    /// 910 (max 1118) in another: 1000 holds that tail and still fails the schedule of before. Issue
-    /// 24's own bar is p99 ≤ 100 µs, which no estimator that reads the floors can meet this early on
-    /// this link: on the real exchanges of 11 bench-sync runs of it the floor oracle's own p99 (printed
-    /// below) passed 100 µs in 5.
-    static let orderKeptBar = Bar(p99: 1000, max: 1500)
+    /// In order, few exchanges find the way down clear of the audio, and the floors run out of
+    /// evidence (their oracle, the drift known, passed 100 µs for 6 of 22 far listeners of bench-sync's
+    /// row of this link); the estimator reads the delays' top edge instead, which no queueing passes.
+    /// bench-sync's row, seeds 449–452: pairwise p99 69–119 µs. Issue 24's bar is p99 ≤ 100 µs, max ≤ 500;
+    /// this test holds 500 and 800. Beside the other test classes the relay is late more often, which
+    /// lifts one direction's top in the first seconds: at 250 one CI run failed on seed 11 with p99
+    /// 333 µs, all of it the first second judged (the tops' drift 17 ppm off at 11 s, right by 12 s;
+    /// the floors' was 50 ppm off). The bar was 1000 and 1500 while the floors alone were read.
+    static let orderKeptBar = Bar(p99: 500, max: 800)
 
     func testFarListenersStayInStepWhereTheLinkKeepsOrder() throws {
         try playAcross(Self.judgedLink + ["--keep-order", "--seed", "11"], bar: Self.orderKeptBar)

@@ -77,7 +77,8 @@ struct JitteryLink {
                 inFlight.append((arrival, sequence, sample))
                 let sinceJoin = nextSend - joinTime
                 nextSend += interval?(sinceJoin) ?? ClockExchangeSchedule().interval(
-                    sinceJoin: sinceJoin, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake)
+                    sinceJoin: sinceJoin, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake,
+                    readsTopEdge: estimator.readsTopEdge)
             } else {
                 probe(nextProbe, estimator, self)
                 nextProbe += 10 * millisecond

@@ -112,7 +112,7 @@ func simulate<Predictor: RemoteClockPredictor>(
             run.drifts.append((sample.t4 - joinTime, mapping.driftPPM))
         }
         nextSend += schedule?(nextSend - joinTime)
-            ?? ClockExchangeSchedule().interval(sinceJoin: nextSend - joinTime, linkNoise: predictor.linkNoise, answersOvertake: true)
+            ?? ClockExchangeSchedule().interval(sinceJoin: nextSend - joinTime, linkNoise: predictor.linkNoise, answersOvertake: true, readsTopEdge: false)
     }
     return run
 }
@@ -239,20 +239,20 @@ final class ClockEstimatorTests: XCTestCase {
         let schedule = ClockExchangeSchedule()
         let quiet: Int64 = 15_000, noisy: Int64 = 10 * millisecond
         for noise in [nil, quiet, noisy] {
-            XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: noise, answersOvertake: true), 5 * millisecond)
-            XCTAssertEqual(schedule.interval(sinceJoin: 900 * millisecond, linkNoise: noise, answersOvertake: true), 5 * millisecond)
+            XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: noise, answersOvertake: true, readsTopEdge: false), 5 * millisecond)
+            XCTAssertEqual(schedule.interval(sinceJoin: 900 * millisecond, linkNoise: noise, answersOvertake: true, readsTopEdge: false), 5 * millisecond)
         }
-        XCTAssertEqual(schedule.interval(sinceJoin: 2 * second, linkNoise: nil, answersOvertake: true), 20 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: true), 250 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: true), 2_500_000)
-        XCTAssertEqual(schedule.interval(sinceJoin: 20 * second, linkNoise: noisy, answersOvertake: true), 3_125_000)
-        XCTAssertEqual(schedule.interval(sinceJoin: 600 * second, linkNoise: noisy, answersOvertake: true), 10 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 2 * second, linkNoise: nil, answersOvertake: true, readsTopEdge: false), 20 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: true, readsTopEdge: false), 250 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 2_500_000)
+        XCTAssertEqual(schedule.interval(sinceJoin: 20 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 3_125_000)
+        XCTAssertEqual(schedule.interval(sinceJoin: 600 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 10 * millisecond)
         for noise in [quiet, 500_000, 2_500_000, noisy, 50 * millisecond] {
             var previous: Int64 = 0
             for sinceJoin in stride(from: second, through: 100 * second, by: Int(second / 2)) {
-                let interval = schedule.interval(sinceJoin: sinceJoin, linkNoise: noise, answersOvertake: true)
+                let interval = schedule.interval(sinceJoin: sinceJoin, linkNoise: noise, answersOvertake: true, readsTopEdge: false)
                 XCTAssertGreaterThanOrEqual(interval, previous)
-                XCTAssertGreaterThanOrEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise / 2, answersOvertake: true), interval)
+                XCTAssertGreaterThanOrEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise / 2, answersOvertake: true, readsTopEdge: false), interval)
                 previous = interval
             }
         }

@@ -47,8 +47,11 @@ public final class ClockSync: Sendable {
 
     /// How long to wait before the next exchange: paced by how noisy the link has looked.
     package func nextExchangeDelay(answersOvertake: Bool) -> Int64 {
-        let (since, noise) = state.withLockedValue { (clock.now() - $0.connectedAt, $0.estimator.linkNoise) }
-        return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise, answersOvertake: answersOvertake)
+        let (since, noise, top) = state.withLockedValue {
+            (clock.now() - $0.connectedAt, $0.estimator.linkNoise, $0.estimator.readsTopEdge)
+        }
+        return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise, answersOvertake: answersOvertake,
+                                                readsTopEdge: top)
     }
 
     /// The current estimate of the broadcaster's clock, nil until the first answer.
