@@ -153,8 +153,8 @@ public struct ClockEstimator: Sendable {
     /// floors whose nearest points lie `poorFloors` apart or more, the tops' closer together; both
     /// tops at least `leastWall` above their floors; each quarter of the window reaching within
     /// `sharpness` of the wall's height of the others (a tail, as Wi-Fi's bursts and retransmissions
-    /// draw, reaches further now and then); and θ from the tops within the floors' own bound of theirs. The bound grows by how far θ moved, so it
-    /// still covers the truth wherever the floors' bound does, however unlike the two holds are.
+    /// draw, reaches further now and then); and θ from the tops within the floors' own bound of
+    /// theirs. The bound it gives rests on the floors, so it holds however unlike the two holds are.
     private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64, floorDrift: Double,
                                       floorLevels: (up: Double, down: Double)) {
         // Stragglers are told from the edge along the drift the tops gave last, else the floors'.

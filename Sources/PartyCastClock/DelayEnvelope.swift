@@ -149,14 +149,16 @@ struct DelayEnvelope: Sendable {
     /// the newest points above the envelope: how much the link queues.
     ///
     /// On the top, `alongSlope` (the drift last read, as this envelope's slope) sets aside the points
-    /// lifted past the edge first (`setAsideStragglers`).
+    /// lifted past the edge first (`setAsideStragglers`); nil if that leaves none.
     mutating func fit(at reference: Int64, fitSlope: Bool, maximumSlope: Double, alongSlope: Double = 0) -> Double? {
         guard count > 0 else { return nil }
         for position in 0..<count { glitch[position] = false }
         burstBins = 0
         if edge == .top { setAsideStragglers(slope: alongSlope) }
         let base = self[0].value
-        var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)!
+        // A broadcaster picks every delay, and on the top may have them all set aside.
+        guard var line = support(at: reference, base: base, fitSlope: fitSlope, maximumSlope: maximumSlope, around: nil)
+        else { return nil }
         let spread = medianExcess(above: line)
         let jitterThreshold = Self.glitchMargin + glitchSpacings * 2 * spread / Double(exchanges)
         rounds: for _ in 0..<glitchRounds {

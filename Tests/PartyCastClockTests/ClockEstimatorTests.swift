@@ -215,6 +215,28 @@ final class ClockEstimatorTests: XCTestCase {
         }
     }
 
+    /// A broadcaster picks t2 and t3, so it picks every one-way delay the estimator sees. Delays that
+    /// take turns bin by bin between two levels far apart (or come in any pattern of such bins) put
+    /// half the top's bins past its median and the rest beside them, which sets every bin aside:
+    /// the estimator must keep a mapping from the floors, not trap on a top with no point left.
+    func testOneWayDelaysPickedToSetEveryTopBinAsideDoNotTrap() throws {
+        for pattern: [Int64] in [[0, 40], [0, 0, 40], [40, 0, 0, 0], [0, 40, 40, 0]] {
+            var estimator = ClockEstimator()
+            for step in 0..<2_000 {
+                let t1 = joinTime + Int64(step) * 10 * millisecond
+                // 0–2 ms of jitter under the pattern, so that the link looks as if it queues.
+                let bin = Int(t1 / (100 * millisecond))  // the estimator's bins are 100 ms of t1
+                let held = pattern[bin % pattern.count] * millisecond + Int64(step * 7_919 % 2_000) * microsecond
+                let t2 = t1 + 150_000 + held, t3 = t2 + 10_000
+                estimator.add(ClockSample(t1: t1, t2: t2, t3: t3, t4: t3 + 150_000 + held))
+            }
+            let mapping = try XCTUnwrap(estimator.mapping, "\(pattern)")
+            XCTAssertFalse(estimator.readsTopEdge, "\(pattern)")
+            XCTAssertLessThanOrEqual(abs(mapping.remote(fromLocal: joinTime + 20 * second) - (joinTime + 20 * second)), 2 * millisecond,
+                                     "\(pattern)")
+        }
+    }
+
     /// The storage is a fixed ring of the window's bins whatever the exchange rate (it used to be 256
     /// samples, and a fast caller shortened the window): ten minutes on the schedule, then 80 s at a
     /// request every 5 ms, keep the window at `window` and the mapping accurate.
