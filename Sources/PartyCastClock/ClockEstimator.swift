@@ -45,7 +45,8 @@ public struct ClockEstimator: Sendable {
 
     /// Whether `mapping` comes from the top edges of the delays rather than their floors.
     public private(set) var readsTopEdge = false
-    /// The drift the tops gave at the last refit that read them.
+    /// The drift the tops gave at the last refit that fitted them, read or not: what the next fit
+    /// tells stragglers from the edge along.
     private var lastTopDrift: Double?
 
     public private(set) var mapping: ClockMapping?
