@@ -180,9 +180,12 @@ public struct ClockEstimator: Sendable {
               let upSpread = outboundTop.quarterSpread(slope: -drift), upSpread <= Self.sharpness * upWall,
               let downSpread = inboundTop.quarterSpread(slope: drift), downSpread <= Self.sharpness * downWall
         else { return }
-        // θ = (−B's line − −A's line) / 2: (θ − top down) − (−θ − top up), equal tops cancelling.
-        let offset = Offset(halfBases: (inboundTop.fitBase >> 1) &- (outboundTop.fitBase >> 1),
-                            rest: (downTop - upTop + Double(inboundTop.fitBase & 1) - Double(outboundTop.fitBase & 1)) / 2)
+        // θ = (−B's line − −A's line) / 2: (θ − top down) − (−θ − top up), equal tops cancelling;
+        // the mean of the whole window's and the blocks' (`blockwiseRest`).
+        let parity = Double(inboundTop.fitBase & 1) - Double(outboundTop.fitBase & 1)
+        var rest = (downTop - upTop + parity) / 2
+        if let blockwise = blockwiseRest(drift: drift) { rest = (rest + blockwise + parity / 2) / 2 }
+        let offset = Offset(halfBases: (inboundTop.fitBase >> 1) &- (outboundTop.fitBase >> 1), rest: rest)
         let moved = offset.distance(from: floorOffset)
         guard abs(moved) <= Double(floorBound) else { return }
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ offset.halfBases &+ Int64(offset.rest.rounded()),
@@ -200,6 +203,25 @@ public struct ClockEstimator: Sendable {
                          alongTops.map { $0 &+ Int64(abs(offset.distance(from: middle)).rounded(.up)) } ?? .max)
         readsTopEdge = true
     }
+
+    /// θ's rest over the tops' half bases (parity aside), read block by block: each block's
+    /// greatest delays both ways give θ there as the whole window's do, and a line through the
+    /// blocks' gives it now. The longest holds wander for seconds at a time, often both ways at once
+    /// (one relay, one busy medium, as a CPU hog slows it): the whole window's edges rest on points
+    /// seconds apart and read that wander as θ moving, where a block's two edges move together and
+    /// cancel. Each block's edge is coarser, so the two are averaged. Nil below `leastBlocks`.
+    private mutating func blockwiseRest(drift: Double) -> Double? {
+        let ups = outboundTop.blockLows(slope: -drift), downs = inboundTop.blockLows(slope: drift)
+        blockLine.removeAll()
+        for block in ups.indices where ups[block].isFinite && downs[block].isFinite {
+            blockLine.append(time: -(Double(block) + 0.5) * Double(DelayEnvelope.blockWidth), value: (downs[block] - ups[block]) / 2)
+        }
+        return blockLine.count >= Self.leastBlocks ? blockLine.level() : nil
+    }
+
+    /// Fewer blocks than this give no line worth the whole window's edges.
+    static let leastBlocks = 4
+    private var blockLine = MedianLine(capacity: Int(window / DelayEnvelope.blockWidth) + 1)
 
     /// Below this span a top edge's quarters are too thin to tell an edge from a tail.
     static let topEdgeSpan: Int64 = 2_000_000_000

@@ -83,6 +83,9 @@ struct DelayEnvelope: Sendable {
     private var ordered: [(value: Double, position: Int)]
     private var excesses: [Double]
     private var binExcesses: [Double]
+    /// Per block of the window (`blockLows`).
+    private var blockLowest: [Double]
+    private var blockBins: [Int]
 
     init(capacity: Int, edge: Edge = .floor) {
         self.edge = edge
@@ -93,6 +96,9 @@ struct DelayEnvelope: Sendable {
         ordered = Array(repeating: (0, 0), count: edge == .top ? capacity : 0)
         excesses = Array(repeating: 0, count: Self.spreadPoints)
         binExcesses = Array(repeating: 0, count: capacity)
+        let blocks = edge == .top ? capacity / Int(Self.blockWidth / Self.binWidth) + 1 : 0
+        blockLowest = Array(repeating: 0, count: blocks)
+        blockBins = Array(repeating: 0, count: blocks)
     }
 
     /// The lowest point of the bin at `position`, oldest first.
@@ -193,9 +199,10 @@ struct DelayEnvelope: Sendable {
     private(set) var setAside = 0
 
     /// `setAsideStragglers` judges a point by the one this many places above it, which may lie at most
-    /// `stragglerSpacings` median spacings a place away.
+    /// `stragglerSpacings` median spacings a place away. At 12, a straggler 0.47 ms past the edge
+    /// (bench-sync's judged link kept in order, seed 454) held θ 230 µs off for 5 s.
     static let stragglerSpan = 4
-    static let stragglerSpacings = 12.0
+    static let stragglerSpacings = 6.0
 
     /// Sets aside, along `slope` (the drift last read: a slope a few ppm off moves a point by far less
     /// than `burstMargin` over the window), what lies past the top's edge, in one sort of the bins:
@@ -257,6 +264,28 @@ struct DelayEnvelope: Sendable {
         }
         guard let high = lowest.max(), high.isFinite, let low = lowest.min() else { return nil }
         return high - low
+    }
+
+    /// Blocks of `blockWidth` the top is read in as well as whole (`ClockEstimator.blockwiseRest`).
+    static let blockWidth: Int64 = 2_000_000_000
+
+    /// The lowest kept point along `slope` in each `blockWidth` back from the last fit's reference,
+    /// newest first, relative to the fit's base; infinity where a block kept fewer than half its
+    /// bins (a stall's, a gap in the exchanges), whose lowest would lie far from the edge.
+    mutating func blockLows(slope: Double) -> ArraySlice<Double> {
+        let blocks = blockLowest.count, binsPerBlock = Int(Self.blockWidth / Self.binWidth)
+        for block in 0..<blocks { (blockLowest[block], blockBins[block]) = (.infinity, 0) }
+        for position in 0..<count where !glitch[position] {
+            let point = self[position]
+            let age = fitReference &- point.time
+            guard age >= 0, age / Self.blockWidth < Int64(blocks) else { continue }
+            let block = Int(age / Self.blockWidth)
+            let value = Double(point.value &- fitBase) - slope * Double(point.time &- fitReference)
+            blockLowest[block] = min(blockLowest[block], value)
+            blockBins[block] += 1
+        }
+        for block in 0..<blocks where 2 * blockBins[block] < binsPerBlock { blockLowest[block] = .infinity }
+        return blockLowest[...]
     }
 
     /// How close above the last fit's line its nearest points lie, typically: the median excess of
