@@ -18,11 +18,11 @@ enum Schedule: String, CaseIterable {
     /// ClockExchangeSchedule now, paced by the new estimator's `linkNoise`.
     case adaptive
 
-    func interval(sinceJoin: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool) -> Int64 {
+    func interval(sinceJoin: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool, leastRoundTrip: Int64) -> Int64 {
         switch self {
         case .fixed: sinceJoin < 500 * millisecond ? 20 * millisecond : sinceJoin < 5 * second ? 100 * millisecond : second
         case .adaptive: ClockExchangeSchedule().interval(sinceJoin: sinceJoin, linkNoise: linkNoise, answersOvertake: answersOvertake,
-                                                         readsTopEdge: readsTopEdge)
+                                                         readsTopEdge: readsTopEdge, leastRoundTrip: leastRoundTrip)
         }
     }
 }
@@ -97,9 +97,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
                     inFlight.append((arrival, sequence, sample, excess))
                 }
             }
-            let interval = max(schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake,
-                                                 readsTopEdge: estimator.readsTopEdge),
-                               schedule == .adaptive ? (roundTrips.min() ?? 0) / 2 : 0)
+            let interval = schedule.interval(sinceJoin: nextSend, linkNoise: estimator.linkNoise, answersOvertake: order.answersOvertake,
+                                             readsTopEdge: estimator.readsTopEdge, leastRoundTrip: roundTrips.min() ?? 0)
             nextSend += interval
             (outbound.peerPace, inbound.peerPace) = (interval, interval)
         } else {

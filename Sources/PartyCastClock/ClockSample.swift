@@ -72,7 +72,6 @@ public struct ClockMapping: Sendable, Equatable {
 ///   every 100 ms 24, 15 / 20, 24 µs; 250 ms 26, 25 / 9, 32 µs; 500 ms 29, 54 / 105, 53 µs; 1 s gave
 ///   steps of 30–70 µs. Four a second (~0.5 kB/s) keep enough such points in the window to rest on,
 ///   and let the glitch test judge them; each exchange costs a listener ~0.15 ms of CPU on loopback.
-/// `ClockRequester` also waits at least half the least recent round trip, so a congested path slows it.
 public struct ClockExchangeSchedule: Sendable {
     /// Interval × noise (ns²) once the window is full: 10 ms at a noise of 10 ms.
     static let budget = 1e14
@@ -110,11 +109,24 @@ public struct ClockExchangeSchedule: Sendable {
     ///   `AnswerOrder`): there a packet held holds everything behind it, so a request sent before the
     ///   last has left queues behind it, and at most about one exchange per noise finds the path
     ///   empty however many are sent (figures in the commit that brought this).
-    /// - `densest` while the estimator reads the delays' top edge (`ClockEstimator.readsTopEdge`):
-    ///   there every exchange lies under the edge however it queued, so each one counts.
-    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool) -> Int64 {
-        if nanoseconds < 1_000_000_000 { return Self.joining }
-        if readsTopEdge { return Self.densest }
+    /// - Never more often than every half of `leastRoundTrip` (the least of the recent answers'), which
+    ///   keeps a congested path (a standing queue, where even the least round trip grows) from being
+    ///   loaded further by the exchanges themselves.
+    /// - `densest` while the estimator reads the delays' top edge (`ClockEstimator.readsTopEdge`),
+    ///   whatever the round trip: there every exchange lies under the edge however it queued, so each
+    ///   one counts. Held to half the least round trip (~8 ms on bench-sync's judged link: 126 a
+    ///   second), each second's greatest delay lay ~165 µs under the edge, and the tops' drift was
+    ///   17–60 ppm off 11 s after join on some seeds; at ~300 a second the pairwise p99 of seeds 451,
+    ///   454, 457 and 460 went from 70, 124, 88, 180 µs to 58, 39, 33, 37 (figures in the commit).
+    public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool,
+                         leastRoundTrip: Int64 = 0) -> Int64 {
+        let joining = nanoseconds < 1_000_000_000
+        if readsTopEdge, !joining { return Self.densest }
+        return max(joining ? Self.joining : paced(sinceJoin: nanoseconds, linkNoise: linkNoise, answersOvertake: answersOvertake),
+                   leastRoundTrip / 2)
+    }
+
+    private func paced(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool) -> Int64 {
         guard let linkNoise, linkNoise > 0 else { return 20_000_000 }
         var covered = Double(min(nanoseconds, ClockEstimator.window)) / Double(ClockEstimator.window)
         if !answersOvertake { covered = min(covered, Self.orderKeptCoverage) }

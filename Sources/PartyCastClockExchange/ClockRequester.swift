@@ -170,8 +170,9 @@ struct Exchange {
                 usingTCP = fallBack
                 if fallBack { overTCP(Self.tcpRequest(t1: sync.clock.now())) }
                 // Over TCP answers never overtake each other.
-                due = now + max(sync.nextExchangeDelay(answersOvertake: !fallBack && order.answersOvertake),
-                                leastRecentRoundTrip / 2, fallBack ? ClockRequester.densestOverTCP : 0)
+                due = now + max(sync.nextExchangeDelay(answersOvertake: !fallBack && order.answersOvertake,
+                                                       leastRoundTrip: leastRecentRoundTrip),
+                                fallBack ? ClockRequester.densestOverTCP : 0)
             }
             let timeout = Int32(clamping: (max(0, due - sync.clock.now()) + 999_999) / 1_000_000)
             let ready: [Bool]
@@ -210,10 +211,8 @@ struct Exchange {
         }
     }
 
-    /// The least round trip of the recent answers: what the path takes with no queue of ours on it.
-    /// Exchanging no faster than every half of it keeps a congested path (a standing queue, where
-    /// even the least round trip grows) from being loaded further by the exchanges themselves;
-    /// jitter alone leaves it near the base delay, so it costs a noisy link nothing.
+    /// The least round trip of the recent answers: what the path takes with no queue of ours on it
+    /// (`ClockExchangeSchedule` paces by it).
     private var leastRecentRoundTrip: Int64 {
         answers == 0 ? 0 : roundTrips[0..<min(answers, Self.recentRoundTrips)].min()!
     }

@@ -47,17 +47,34 @@ final class OrderKeptLinkTests: XCTestCase {
     }
 
     /// While the top edge is read every exchange counts, however it queued: the densest pace, on any
-    /// link and however long since join, after the first second's.
+    /// link, however long since join (after the first second's) and whatever the least round trip.
     func testScheduleIsDensestWhileTheTopEdgeIsRead() {
         let schedule = ClockExchangeSchedule()
         XCTAssertEqual(schedule.interval(sinceJoin: 500 * millisecond, linkNoise: 10 * millisecond, answersOvertake: false, readsTopEdge: true),
                        5 * millisecond)
         for (sinceJoin, noise) in [(5 * second, 10 * millisecond), (60 * second, 40 * millisecond), (600 * second, nil)] {
             for overtake in [false, true] {
-                XCTAssertEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise, answersOvertake: overtake, readsTopEdge: true),
-                               2_500_000)
+                for leastRoundTrip in [0, 16 * millisecond] {
+                    XCTAssertEqual(schedule.interval(sinceJoin: sinceJoin, linkNoise: noise, answersOvertake: overtake, readsTopEdge: true,
+                                                     leastRoundTrip: leastRoundTrip),
+                                   2_500_000)
+                }
             }
         }
+    }
+
+    /// Otherwise never faster than half the least recent round trip, from join on: a congested path
+    /// is not loaded further by the exchanges themselves.
+    func testScheduleWaitsHalfTheLeastRoundTripUnlessTheTopEdgeIsRead() {
+        let schedule = ClockExchangeSchedule()
+        XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: nil, answersOvertake: true, readsTopEdge: false,
+                                         leastRoundTrip: 16 * millisecond), 8 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 10 * millisecond, answersOvertake: true, readsTopEdge: false,
+                                         leastRoundTrip: 16 * millisecond), 8 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 10 * millisecond, answersOvertake: false, readsTopEdge: false,
+                                         leastRoundTrip: 16 * millisecond), 10 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: 20_000, answersOvertake: true, readsTopEdge: false,
+                                         leastRoundTrip: 16 * millisecond), 250 * millisecond)
     }
 
     /// Where order is kept the pace stops slowing a quarter of the window in, so exchanges that find

@@ -45,13 +45,14 @@ public final class ClockSync: Sendable {
         state.withLockedValue { $0 = State(timing: $0.timing, connectedAt: now) }
     }
 
-    /// How long to wait before the next exchange: paced by how noisy the link has looked.
-    package func nextExchangeDelay(answersOvertake: Bool) -> Int64 {
+    /// How long to wait before the next exchange: paced by how noisy the link has looked and by the
+    /// least of the recent round trips.
+    package func nextExchangeDelay(answersOvertake: Bool, leastRoundTrip: Int64) -> Int64 {
         let (since, noise, top) = state.withLockedValue {
             (clock.now() - $0.connectedAt, $0.estimator.linkNoise, $0.estimator.readsTopEdge)
         }
         return ClockExchangeSchedule().interval(sinceJoin: since, linkNoise: noise, answersOvertake: answersOvertake,
-                                                readsTopEdge: top)
+                                                readsTopEdge: top, leastRoundTrip: leastRoundTrip)
     }
 
     /// The current estimate of the broadcaster's clock, nil until the first answer.
