@@ -120,9 +120,9 @@ public struct ClockExchangeSchedule: Sendable {
     ///   454, 457 and 460 went from 70, 124, 88, 180 µs to 58, 39, 33, 37 (figures in the commit).
     public func interval(sinceJoin nanoseconds: Int64, linkNoise: Int64?, answersOvertake: Bool, readsTopEdge: Bool,
                          leastRoundTrip: Int64 = 0) -> Int64 {
-        let joining = nanoseconds < 1_000_000_000
-        if readsTopEdge, !joining { return Self.densest }
-        return max(joining ? Self.joining : paced(sinceJoin: nanoseconds, linkNoise: linkNoise, answersOvertake: answersOvertake),
+        let firstSecond = nanoseconds < 1_000_000_000
+        if readsTopEdge, !firstSecond { return Self.densest }
+        return max(firstSecond ? Self.joining : paced(sinceJoin: nanoseconds, linkNoise: linkNoise, answersOvertake: answersOvertake),
                    leastRoundTrip / 2)
     }
 
