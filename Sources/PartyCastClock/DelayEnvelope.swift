@@ -199,10 +199,14 @@ struct DelayEnvelope: Sendable {
     private(set) var setAside = 0
 
     /// `setAsideStragglers` judges a point by the one this many places above it, which may lie at most
-    /// `stragglerSpacings` median spacings a place away. At 12, a straggler 0.47 ms past the edge
-    /// (bench-sync's judged link kept in order, seed 454) held θ 230 µs off for 5 s.
-    static let stragglerSpan = 4
-    static let stragglerSpacings = 6.0
+    /// `stragglerSpacings` median spacings a place away (24 in all). At 12 a place, a straggler
+    /// 0.47 ms past the edge (bench-sync's judged link kept in order, seed 454) held θ 230 µs off for
+    /// 5 s. Eight places, not four: a relay a timer tick late lifts a point ~1 ms past the edge every
+    /// ten seconds or so, and at ~300 exchanges a second five or more such points in a window vouched
+    /// for each other; the up edge's quarters then spread past `ClockEstimator.sharpness`, the tops
+    /// went unread, and the floors held θ 0.3–1.3 ms off for 10 s (CI's order-kept link, seed 11).
+    static let stragglerSpan = 8
+    static let stragglerSpacings = 3.0
 
     /// Sets aside, along `slope` (the drift last read: a slope a few ppm off moves a point by far less
     /// than `burstMargin` over the window), what lies past the top's edge, in one sort of the bins:
