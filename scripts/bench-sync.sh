@@ -27,6 +27,9 @@
 #                                                     → bench-out/sync-links.{md,json}
 #   BENCH_SYNC=lan | links | all (default)   runs only the LAN part, only the link table, or both.
 #   BENCH_LINKS="1 7"                         runs only those rows of the table (default: all nine).
+#   BENCH_START_IN=S                          the table's broadcaster starts the song S s after launch
+#                                             (default 6; 1, the broadcaster's own default, judges from
+#                                             ~6 s after the listeners join).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/.build/release}
@@ -35,6 +38,8 @@ lan=$root/scripts/lan/lan.sh
 badlink=$root/scripts/lan/badlink.sh
 mode=${BENCH_SYNC:-all}
 seed=${BENCH_SEED:-11}
+start_in=${BENCH_START_IN:-6}
+[[ $start_in =~ ^[0-9]+$ ]] || { echo "bench-sync: BENCH_START_IN is whole seconds, not \"$start_in\"" >&2; exit 2; }
 [[ $mode =~ ^(lan|links|all)$ ]] || { echo "bench-sync: BENCH_SYNC is lan, links or all, not \"$mode\"" >&2; exit 2; }
 export PC_LAN_PREFIX=pcsync PC_LAN_STATE=/tmp/pc-lan-sync PC_LAN_LIFETIME=400
 # One condition at a time; each link lives at most as long as one run could take.
@@ -151,7 +156,7 @@ run_link() {  # INDEX LABEL OPTIONS
   # shellcheck disable=SC2086  # the options are words
   "$badlink" up $options --seed "$seed" > "$dir/up.log"
   "$badlink" check > "$dir/check.log"
-  "$badlink" exec near "$bin/broadcaster" share "$work/song.mp3" --no-mdns --name "Link bench" --start-in 6 2> "$dir/broadcaster.log" &
+  "$badlink" exec near "$bin/broadcaster" share "$work/song.mp3" --no-mdns --name "Link bench" --start-in "$start_in" 2> "$dir/broadcaster.log" &
   pids+=($!); local broadcaster=$!
   wait_for_text 20 "$dir/broadcaster.log" broadcasting || { echo "bench-sync: the broadcaster did not start: $(tail -n 3 "$dir/broadcaster.log")" >&2; return 1; }
   local listeners=() host name clock
@@ -169,8 +174,8 @@ run_link() {  # INDEX LABEL OPTIONS
   pids=()  # all waited for: no PID of ours left to stop
   "$bin/partycast-skew" "$dir/near.wav" "$dir/far1.wav" "$dir/far2.wav" --settle-s 5 --json --gaps --csv "$dir/skew.csv" > "$dir/skew.json"
   # The far listeners' clocks against the truth (their exchanges replayed; the broadcaster's clock is
-  # this machine's), with each one's own 99 % bound and how often it held, from 11 s (6 s start + 5 s).
-  "$bin/partycast-clock-sim" --judged-from 11 --json --replay "$dir/far1.clock" "$dir/far2.clock" | jq -s . > "$dir/clock.json"
+  # this machine's), with each one's own 99 % bound and how often it held, from the start + 5 s.
+  "$bin/partycast-clock-sim" --judged-from $((start_in + 5)) --json --replay "$dir/far1.clock" "$dir/far2.clock" | jq -s . > "$dir/clock.json"
   # Clock traffic: every UDP packet netem forwarded is a far listener's exchange (no mDNS here).
   local udp_bytes netem_seconds
   udp_bytes=$(grep -o 'udp-bytes [0-9]*' "$dir/netem.log" | awk '{ s += $2 } END { print s + 0 }')
