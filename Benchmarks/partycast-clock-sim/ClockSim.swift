@@ -144,7 +144,8 @@ struct ClockSim: ParsableCommand {
                     + "\"p99_us\": \(number(quantile(e.offsets, 0.99))), \"max_us\": \(number(e.offsets.max())), "
                     + "\"bound_median_us\": \(number(quantile(e.bounds, 0.5))), \"covered_pct\": \(number(e.coverage)), "
                     + "\"floor_oracle_p99_us\": \(number(quantile(run.oracleErrors, 0.99))), "
-                    + "\"ceiling_oracle_p99_us\": \(number(quantile(run.ceilingOracleErrors, 0.99)))}")
+                    + "\"ceiling_oracle_p99_us\": \(number(quantile(run.ceilingOracleErrors, 0.99))), "
+                    + "\"error_by_second_us\": [\(run.timeline.map { number($0.error?.rounded()) }.joined(separator: ", "))]}")
             }
             return
         }

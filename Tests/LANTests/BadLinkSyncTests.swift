@@ -10,6 +10,8 @@ struct ClockReplay: Decodable {
     let bound_median_us: Double?
     let covered_pct: Double?
     let floor_oracle_p99_us: Double?
+    /// The error at each second from the log's first exchange (null before the judged one).
+    let error_by_second_us: [Double?]?
 }
 
 /// Party sync across a bad IP link (scripts/lan/badlink.sh: two network namespaces joined only by
@@ -193,6 +195,9 @@ final class BadLinkSyncTests: XCTestCase {
                 + "held \(replay.covered_pct ?? .nan) %, \(replay.exchanges_per_s ?? .nan) exchanges/s, "
                 + "floor oracle p99 \(replay.floor_oracle_p99_us ?? .nan) µs")
             XCTAssertGreaterThanOrEqual(replay.covered_pct ?? 0, 99, "\(replay.log): the listener's own bound held too rarely")
+            // Second by second, so that a CI log tells a listener's first seconds from a later slip.
+            let seconds = (replay.error_by_second_us ?? []).compactMap { $0.map { String(Int($0)) } }
+            print("BadLinkSyncTests: \(replay.log): clock error each second from 11 s (µs): \(seconds.joined(separator: " "))")
         }
 
         // The whole song in every recording, and no dropout while it plays (the recordings hold the

@@ -24,19 +24,23 @@ public final class ClockSync: Sendable {
         /// Local arrival times of this connection's first and latest answers taken.
         var firstAnswerAt: Int64?
         var latestAnswerAt: Int64 = 0
+        /// The least round trip of this connection's answers, less the broadcaster's hold (ns).
+        var leastRoundTrip = Int64.max
         /// Whether this connection's estimate has been published yet (`startingBound`).
         var published = false
     }
 
-    /// The first line after a (re)connection waits until the estimate's bound is this tight, or
-    /// `startingWait` has passed since the first answer: one exchange across a link that holds
-    /// packets for milliseconds can be that far off, and a listener that starts on it slides the
-    /// error away at 1000 ppm for as many seconds (bench-sync's judged link with the song 1 s after
-    /// launch: a far listener started 6.9 ms off on its first answer and was out of step for 7 s; 16
-    /// answers, 0.2 s, brought the bound to 2.5 ms). Until then a new connection's listener waits in
-    /// silence and a reconnecting one keeps the line it had. On a quiet link the first answer does.
+    /// The first line after a (re)connection waits until the estimate's bound is this tight (half the
+    /// least round trip until the estimator has one), or `startingWait` has passed since the first
+    /// answer. One exchange across a link that holds packets for milliseconds can be that far off,
+    /// and a listener that starts on it slides the error away at 1000 ppm for as many seconds
+    /// (bench-sync's judged link, the song 1 s after launch: a far listener started 6.9 ms off on its
+    /// first answer and was out of step for 7 s; 16 answers, 0.2 s, brought the bound to 2.5 ms). A
+    /// path whose round trip is long every time gains nothing by a longer wait. Meanwhile a new
+    /// connection's listener waits in silence and a reconnecting one keeps the line it had; on a
+    /// quiet link the first answer does.
     static let startingBound: Int64 = 3_000_000
-    static let startingWait: Int64 = 1_000_000_000
+    static let startingWait: Int64 = 300_000_000
 
     public let clock: LocalClock
     public let schedule = PlaybackSchedule()
@@ -98,6 +102,7 @@ public final class ClockSync: Sendable {
             for sample in plausible {
                 if s.firstAnswerAt == nil { s.firstAnswerAt = sample.t4 }
                 s.latestAnswerAt = max(s.latestAnswerAt, sample.t4)
+                s.leastRoundTrip = min(s.leastRoundTrip, (sample.t4 &- sample.t1) &- (sample.t3 &- sample.t2))
             }
             s.estimator.add(contentsOf: plausible)
             publish(&s)
@@ -121,7 +126,9 @@ public final class ClockSync: Sendable {
         guard let mapping = s.estimator.mapping, let timing = s.timing else { return }
         if !s.published {
             let waited = s.firstAnswerAt.map { s.latestAnswerAt &- $0 >= Self.startingWait } ?? false
-            guard waited || (s.estimator.errorBound ?? .max) <= Self.startingBound else { return }
+            // θ lies within half of any one round trip of the floors' middle, which is the mapping
+            // until the estimator has exchanges enough (in two of its bins) for a bound.
+            guard waited || (s.estimator.errorBound ?? s.leastRoundTrip / 2) <= Self.startingBound else { return }
             s.published = true
         }
         let framesPerNanosecond = Double(timing.sampleRate) / 1e9
