@@ -168,10 +168,10 @@ struct ClockSim: ParsableCommand {
             return signed && value > 0 ? "+" + format(value) : value < 0 ? "−" + format(-value) : format(value)
         }
         for (path, run) in zip(replay, runs) {
-            print("\n\(path)\n\n| s from the first exchange | error µs | floor oracle µs | drift error ppm | bound µs | least delay up, above the log's least µs | down µs |")
-            print("|---|---|---|---|---|---|---|")
+            print("\n\(path)\n\n| s from the first exchange | error µs | floor oracle µs | drift error ppm | bound µs | read | least delay up, above the log's least µs | down µs |")
+            print("|---|---|---|---|---|---|---|---|")
             for row in run.timeline {
-                print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.oracleError, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | "
+                print("| \(row.second) | \(cell(row.error, signed: true)) | \(cell(row.oracleError, signed: true)) | \(cell(row.driftError, signed: true)) | \(cell(row.bound)) | \(row.readsTopEdge.map { $0 ? "tops" : "floors" } ?? "–") | "
                     + "\(cell(row.upAboveLeast)) | \(cell(row.downAboveLeast)) |")
             }
         }

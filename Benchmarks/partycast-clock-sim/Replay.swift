@@ -19,6 +19,8 @@ struct Replay {
         var oracleError: Double?
         var driftError: Double?
         var bound: Double?
+        /// Whether the estimate read the delays' top edge then (`ClockEstimator.readsTopEdge`).
+        var readsTopEdge: Bool?
         var upAboveLeast: Double?
         var downAboveLeast: Double?
     }
@@ -80,6 +82,7 @@ struct Replay {
                 timeline[index].oracleError = oracleError
                 timeline[index].driftError = mapping.driftPPM - trueDriftPPM
                 timeline[index].bound = estimator.errorBound.map { Double($0) / 1e3 }
+                timeline[index].readsTopEdge = estimator.readsTopEdge
             }
         }
         guard replayed else { throw PartyCastError(.invalidArgument, "\(path): spans more than a day") }
