@@ -102,7 +102,9 @@ public final class ClockSync: Sendable {
             for sample in plausible {
                 if s.firstAnswerAt == nil { s.firstAnswerAt = sample.t4 }
                 s.latestAnswerAt = max(s.latestAnswerAt, sample.t4)
-                s.leastRoundTrip = min(s.leastRoundTrip, (sample.t4 &- sample.t1) &- (sample.t3 &- sample.t2))
+                // Below 0, the broadcaster says it held the request longer than the round trip took: no evidence.
+                let roundTrip = (sample.t4 &- sample.t1) &- (sample.t3 &- sample.t2)
+                if roundTrip >= 0 { s.leastRoundTrip = min(s.leastRoundTrip, roundTrip) }
             }
             s.estimator.add(contentsOf: plausible)
             publish(&s)
