@@ -44,18 +44,8 @@ struct DelayEnvelope: Sendable {
     /// hold as it blurs the least (on bench-sync's judged link kept in order, 32 let through a point
     /// that held θ 80 µs off for 15 s).
     var glitchSpacings: Double { edge == .floor ? 32 : 8 }
-    /// Glitch hunts per fit, each removing a glitch and its burst; the top's window holds a few more,
-    /// once it spans `topGlitchSpan`.
-    var glitchRounds: Int { edge == .floor ? 3 : span < Self.topGlitchSpan ? 0 : 8 }
-    /// Below this span the top's glitch hunt sets aside the edge itself: the few points near it lie
-    /// far apart then, each alone in its neighbourhood, and the tops' drift tilted without them
-    /// (bench-sync's judged row, seed 465 at `BENCH_START_IN=1`: 21 ppm off and θ 74–106 µs off from 6
-    /// to 8 s; without the hunt there, 14–52 µs).
-    /// The stragglers' rule, which reads the whole window's spacing, still applies. Replayed, 40 far
-    /// pairs of that row (seeds 449–471), pairwise p99 judged from 5 s: mean 64 → 60 µs, over 100 µs
-    /// 4 → 3; from 6 s 59 → 55, 4 → 2; from 11 s unchanged (39 µs, none); 6 s gained about half, 16 s
-    /// the same as 10.
-    static let topGlitchSpan: Int64 = 10_000_000_000
+    /// Glitch hunts per fit, each removing a glitch and its burst; the top's window holds a few more.
+    var glitchRounds: Int { edge == .floor ? 3 : 8 }
 
     /// Which edge of the delays the envelope follows: `ClockEstimator` files the top's points
     /// negated, so that it too is a lower envelope. Only the top sets stalls aside (`setAsideStragglers`):
