@@ -21,7 +21,8 @@ public final class ClockSync: Sendable {
         var estimator = ClockEstimator()
         var timing: StreamTiming?
         var connectedAt: Int64 = 0
-        /// Local arrival times of this connection's first and latest answers taken.
+        /// Local arrival times of this connection's first and latest plausible answers (those the
+        /// checks in `record` let through, whether or not the estimator keeps them).
         var firstAnswerAt: Int64?
         var latestAnswerAt: Int64 = 0
         /// The least round trip of this connection's answers, less the broadcaster's hold (ns).
