@@ -28,20 +28,23 @@ final class ClockSyncTests: XCTestCase {
 
     func testAStartWaitsForAnExchangeThatPinsTheClockTo3ms() throws {
         let (sync, start) = connectedSync()
+        // The estimator files exchanges in 100 ms bins of the local clock: both of the first two
+        // fall in one, whatever the moment the test starts at.
+        let bin = start + DelayEnvelope.binWidth - start % DelayEnvelope.binWidth
         // Held 20 ms up and 6 ms down: θ read 7 ms high, within 13 ms for all one exchange can tell.
-        sync.record(exchange(at: start + 1_000_000, up: 20_000_000, down: 6_000_000))
-        XCTAssertNil(frameNow(sync, at: start), "placed on one exchange that took 26 ms there and back")
+        sync.record(exchange(at: bin + 1_000_000, up: 20_000_000, down: 6_000_000))
+        XCTAssertNil(frameNow(sync, at: bin), "placed on one exchange that took 26 ms there and back")
 
         // A quick exchange 30 ms later (before the estimator has a bound, which wants exchanges in two
-        // of its 100 ms bins) brings half the least round trip to 1.5 ms: published, within that.
-        sync.record(exchange(at: start + 30_000_000, up: 2_000_000, down: 1_000_000))
+        // of its bins) brings half the least round trip to 1.5 ms: published, within that.
+        sync.record(exchange(at: bin + 30_000_000, up: 2_000_000, down: 1_000_000))
         XCTAssertNil(sync.errorBound)
-        let frame = try XCTUnwrap(frameNow(sync, at: start + 40_000_000))
-        XCTAssertEqual(frame, 40 * 48, accuracy: 1.5 * 48 + 1)
+        let frame = try XCTUnwrap(frameNow(sync, at: bin + 40_000_000))
+        XCTAssertEqual(frame, Double(bin + 40_000_000 - start) * 48e-6, accuracy: 1.5 * 48 + 1)
 
         // Once published, a thin moment does not withhold the line.
-        sync.record(exchange(at: start + 250_000_000, up: 20_000_000, down: 1_000_000))
-        XCTAssertNotNil(frameNow(sync, at: start + 280_000_000))
+        sync.record(exchange(at: bin + 250_000_000, up: 20_000_000, down: 1_000_000))
+        XCTAssertNotNil(frameNow(sync, at: bin + 280_000_000))
     }
 
     func testAPoorLinkStartsAWhileAfterItsFirstAnswer() throws {
