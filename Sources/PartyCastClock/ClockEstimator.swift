@@ -106,9 +106,21 @@ public struct ClockEstimator: Sendable {
         // near each floor scatter more than the average density says (a relay or host not always
         // awake adds tens of µs to most): there twice their spacing, if that is wider.
         let spacings = outbound.floorSpacing + inbound.floorSpacing
+        let queueing = max(upSpread, downSpread) >= Self.queueingLink
         var tolerance = 1.5 * (outbound.gap + inbound.gap)
-        if max(upSpread, downSpread) >= Self.queueingLink, spacings.isFinite { tolerance = max(tolerance, 2 * spacings) }
-        let slopes = fitDrift ? Self.jointDrift(outbound, inbound, tolerance: tolerance) : -Self.maximumDrift...Self.maximumDrift
+        if queueing, spacings.isFinite { tolerance = max(tolerance, 2 * spacings) }
+        var slopes = fitDrift ? Self.jointDrift([(outbound, inbound)], tolerance: tolerance) : -Self.maximumDrift...Self.maximumDrift
+        let allowed = fitDrift && spacings.isFinite
+            ? Self.jointDrift([(outbound, inbound)], tolerance: Self.floorTolerance * spacings) : nil
+        // A sharp top pins the drift as the floors do, from other points: on a link that keeps
+        // order few exchanges come near the floors, which leave the drift a few ppm loose for tens
+        // of seconds where the tops' edge holds it to one or two. Joined only where the floors are
+        // good (where poor, `readTopEdge` reads the tops along their own drift) and allow the
+        // tops' drift: a relay late now and then can tilt a top that still looks sharp.
+        let tops = fitDrift && queueing ? sharpTops(at: reference, floorDrift: (slopes.lowerBound + slopes.upperBound) / 2) : nil
+        if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(tops.drift) {
+            slopes = Self.jointDrift([(outbound, inbound), (inboundTop, outboundTop)], tolerance: tolerance + tops.tolerance)
+        }
         let drift = (slopes.lowerBound + slopes.upperBound) / 2
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
         // so that clocks ~2⁶² apart do not overflow.
@@ -119,18 +131,14 @@ public struct ClockEstimator: Sendable {
                                rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
         var driftError = slopes.upperBound - slopes.lowerBound
-        if fitDrift, spacings.isFinite {
-            let allowed = Self.jointDrift(outbound, inbound, tolerance: Self.floorTolerance * spacings)
-            driftError = max(driftError, allowed.upperBound - drift, drift - allowed.lowerBound)
-        }
+        if let allowed { driftError = max(driftError, allowed.upperBound - drift, drift - allowed.lowerBound) }
         // A + B = both delays ≥ 0 (θ cancels): the least round trip along the drift, its bases near 0.
         let leastRoundTrip = Double(outbound.fitBase &+ inbound.fitBase) + up.level + down.level
         errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
                                                     lever: max(abs(up.time), abs(down.time))) : nil
         readsTopEdge = false
-        if fitDrift, max(upSpread, downSpread) >= Self.queueingLink, let floorBound = errorBound {
-            readTopEdge(at: reference, floorOffset: Offset(halfBases: halfBases, rest: rest), floorBound: floorBound, floorDrift: drift,
-                        floorLevels: (up.level, down.level))
+        if let tops, let floorBound = errorBound {
+            readTopEdge(at: reference, floorOffset: Offset(halfBases: halfBases, rest: rest), floorBound: floorBound, tops: tops.slopes)
         }
     }
 
@@ -145,41 +153,48 @@ public struct ClockEstimator: Sendable {
     /// relay's uniform holds, a queue of bounded length), the greatest delays form an edge as sharp
     /// as the least ones, and on the busy direction a sharper one: there an exchange seldom finds
     /// the queue empty, so few come near the floor, but however long it queues it is never later
-    /// than the longest hold, so every exchange lies under the top and many near it. Read as the
-    /// floors are (the line over all points lowest at their mean time, one drift for both), the two
-    /// tops give θ when the longest holds are alike both ways.
+    /// than the longest hold, so every exchange lies under the top and many near it. Fitted as the
+    /// floors are (the line over all points lowest at their mean time, one drift for both).
     ///
     /// Taken only where the evidence says there is such an edge, on a link that queues: after
     /// `topEdgeSpan`; stalls' stragglers (`DelayEnvelope.burstMargin`) a minority of the window;
-    /// floors whose nearest points lie `poorFloors` apart or more, the tops' closer together; both
-    /// tops at least `leastWall` above their floors; each quarter of the window reaching within
+    /// both tops at least `leastWall` above their floors; each quarter of the window reaching within
     /// `sharpness` of the wall's height of the others (a tail, as Wi-Fi's bursts and retransmissions
-    /// draw, reaches further now and then); and θ from the tops within the floors' own bound of
-    /// theirs. The bound it gives rests on the floors, so it holds however unlike the two holds are.
-    private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64, floorDrift: Double,
-                                      floorLevels: (up: Double, down: Double)) {
+    /// draw, reaches further now and then). Returns the drifts the tops allow, their middle, and the
+    /// tolerance they were found with (`jointDrift`); nil where there is no such edge.
+    private mutating func sharpTops(at reference: Int64, floorDrift: Double)
+        -> (slopes: ClosedRange<Double>, drift: Double, tolerance: Double)? {
         // Stragglers are told from the edge along the drift the tops gave last, else the floors'.
         let topDrift = lastTopDrift ?? floorDrift
         guard min(outbound.span, inbound.span) >= Self.topEdgeSpan,
               outboundTop.fit(at: reference, fitSlope: true, maximumSlope: Self.maximumDrift, alongSlope: -topDrift) != nil,
               inboundTop.fit(at: reference, fitSlope: true, maximumSlope: Self.maximumDrift, alongSlope: topDrift) != nil,
               Double(max(outboundTop.burstBins, inboundTop.burstBins)) <= Self.maximumBurstShare * Double(outboundTop.count)
-        else { return }
+        else { return nil }
         // −B rises with θ and −A falls: the joint slope is the drift, found on −B's side.
-        let slopes = Self.jointDrift(inboundTop, outboundTop, tolerance: 1.5 * (outboundTop.gap + inboundTop.gap))
+        let tolerance = 1.5 * (outboundTop.gap + inboundTop.gap)
+        let slopes = Self.jointDrift([(inboundTop, outboundTop)], tolerance: tolerance)
         let drift = (slopes.lowerBound + slopes.upperBound) / 2
         lastTopDrift = drift
-        let upTop = outboundTop.level(slope: -drift), downTop = inboundTop.level(slope: drift)
-        // The wall's height each way: the top over the floor (the floor's levels are at its own drift,
-        // close enough to judge a height by).
-        let upWall = -(Double(outboundTop.fitBase &+ outbound.fitBase) + upTop + floorLevels.up)
-        let downWall = -(Double(inboundTop.fitBase &+ inbound.fitBase) + downTop + floorLevels.down)
-        let floorSpacings = outbound.floorSpacing + inbound.floorSpacing
-        guard floorSpacings >= Self.poorFloors, outboundTop.floorSpacing + inboundTop.floorSpacing < floorSpacings,
-              upWall >= Self.leastWall, downWall >= Self.leastWall,
+        // The wall's height each way: the top over the floor.
+        let upWall = -(Double(outboundTop.fitBase &+ outbound.fitBase) + outboundTop.level(slope: -drift) + outbound.level(slope: drift))
+        let downWall = -(Double(inboundTop.fitBase &+ inbound.fitBase) + inboundTop.level(slope: drift) + inbound.level(slope: -drift))
+        guard upWall >= Self.leastWall, downWall >= Self.leastWall,
               let upSpread = outboundTop.quarterSpread(slope: -drift), upSpread <= Self.sharpness * upWall,
               let downSpread = inboundTop.quarterSpread(slope: drift), downSpread <= Self.sharpness * downWall
-        else { return }
+        else { return nil }
+        return (slopes, drift, tolerance)
+    }
+
+    /// Where the floors are poor and the sharp tops (`sharpTops`) lie closer together, the two tops
+    /// give θ along the middle of the drifts they allow (`tops`) when the longest holds are alike
+    /// both ways: taken where θ from the tops lies within the floors' own bound of theirs. The
+    /// bound it gives rests on the floors, so it holds however unlike the two holds are.
+    private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64, tops: ClosedRange<Double>) {
+        let drift = (tops.lowerBound + tops.upperBound) / 2
+        let floorSpacings = outbound.floorSpacing + inbound.floorSpacing
+        guard floorSpacings >= Self.poorFloors, outboundTop.floorSpacing + inboundTop.floorSpacing < floorSpacings else { return }
+        let upTop = outboundTop.level(slope: -drift), downTop = inboundTop.level(slope: drift)
         // θ = (−B's line − −A's line) / 2: (θ − top down) − (−θ − top up), equal tops cancelling;
         // the mean of the whole window's and the blocks' (`blockwiseRest`).
         let parity = Double(inboundTop.fitBase & 1) - Double(outboundTop.fitBase & 1)
@@ -197,8 +212,7 @@ public struct ClockEstimator: Sendable {
         let middle = Offset(halfBases: (outbound.fitBase >> 1) &- (inbound.fitBase >> 1),
                             rest: (upFloor.level - downFloor.level + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2)
         let alongTops = Self.bound(leastRoundTrip: Double(outbound.fitBase &+ inbound.fitBase) + upFloor.level + downFloor.level,
-                                   driftError: slopes.upperBound - slopes.lowerBound,
-                                   lever: max(abs(upFloor.time), abs(downFloor.time)))
+                                   driftError: tops.upperBound - tops.lowerBound, lever: max(abs(upFloor.time), abs(downFloor.time)))
         errorBound = min(floorBound &+ Int64(abs(moved).rounded(.up)),
                          alongTops.map { $0 &+ Int64(abs(offset.distance(from: middle)).rounded(.up)) } ?? .max)
         readsTopEdge = true
@@ -265,11 +279,12 @@ public struct ClockEstimator: Sendable {
         return leastRoundTrip >= 0 && bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
     }
 
-    /// One slope for both envelopes (rising on A, falling on B), from the two-sided form of the
-    /// linear programme: how high the two lines can be at their points' mean times together. Each
-    /// direction's lowest points constrain it, so it is as good as a fit of twice the points, where
-    /// averaging two separate slopes gains only √2. The objective is concave and piecewise linear,
-    /// so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
+    /// One slope for both envelopes of each pair (rising on A, falling on B; or on −B and −A, the
+    /// tops), from the two-sided form of the linear programme: how high the lines can be at their
+    /// points' mean times together, summed over the pairs. Each envelope's lowest points constrain
+    /// it, so it is as good as a fit of all their points, where averaging separate slopes gains only
+    /// √2 a doubling. The objective is concave and piecewise linear (a sum of such), so its maximum
+    /// is at a hull edge's slope or at a bound; hulls have tens of vertices.
     ///
     /// Where few points pin the slope, the objective's top is nearly flat, and its maximum sits at one
     /// end of the flat, wherever the one lowest point happened to fall: drift errors of 10 ppm for
@@ -279,9 +294,12 @@ public struct ClockEstimator: Sendable {
     /// judged link (then, where packets overtake) 41 / 88 → 33 / 53 µs, through the starved relay
     /// 80 / 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms 33 / 49 → 27 / 35 µs,
     /// 0–20 ms down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
-    private static func jointDrift(_ rising: DelayEnvelope, _ falling: DelayEnvelope, tolerance: Double) -> ClosedRange<Double> {
+    private static func jointDrift(_ pairs: [(rising: DelayEnvelope, falling: DelayEnvelope)], tolerance: Double) -> ClosedRange<Double> {
         func objective(_ slope: Double) -> Double {
-            rising.level(slope: slope) + slope * rising.meanTime + falling.level(slope: -slope) - slope * falling.meanTime
+            pairs.reduce(0) { sum, pair in
+                sum + pair.rising.level(slope: slope) + slope * pair.rising.meanTime
+                    + pair.falling.level(slope: -slope) - slope * pair.falling.meanTime
+            }
         }
         var best = (slope: -Self.maximumDrift, value: objective(-Self.maximumDrift))
         func consider(_ slope: Double) {
@@ -290,10 +308,12 @@ public struct ClockEstimator: Sendable {
             if value > best.value { best = (slope, value) }
         }
         consider(Self.maximumDrift)
-        for (envelope, sign) in [(rising, 1.0), (falling, -1.0)] where envelope.hullCount >= 2 {
-            for index in 1..<envelope.hullCount {
-                let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
-                consider(sign * (b.value - a.value) / (b.time - a.time))
+        for (rising, falling) in pairs {
+            for (envelope, sign) in [(rising, 1.0), (falling, -1.0)] where envelope.hullCount >= 2 {
+                for index in 1..<envelope.hullCount {
+                    let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
+                    consider(sign * (b.value - a.value) / (b.time - a.time))
+                }
             }
         }
         // Concave: the slopes within the tolerance form an interval around the best; bisect for its
