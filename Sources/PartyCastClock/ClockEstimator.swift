@@ -117,7 +117,7 @@ public struct ClockEstimator: Sendable {
         // of seconds where the tops' edge holds it to one or two. Joined only where the floors are
         // good (where poor, `readTopEdge` reads the tops along their own drift) and allow the
         // tops' drift: a relay late now and then can tilt a top that still looks sharp.
-        let tops = fitDrift && queueing ? sharpTops(at: reference, floorDrift: (slopes.lowerBound + slopes.upperBound) / 2) : nil
+        let tops = allowed != nil && queueing ? sharpTops(at: reference, floorDrift: (slopes.lowerBound + slopes.upperBound) / 2) : nil
         if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(tops.drift) {
             slopes = Self.jointDrift([(outbound, inbound), (inboundTop, outboundTop)], tolerance: tolerance + tops.tolerance)
         }
@@ -176,9 +176,10 @@ public struct ClockEstimator: Sendable {
         let slopes = Self.jointDrift([(inboundTop, outboundTop)], tolerance: tolerance)
         let drift = (slopes.lowerBound + slopes.upperBound) / 2
         lastTopDrift = drift
-        // The wall's height each way: the top over the floor.
-        let upWall = -(Double(outboundTop.fitBase &+ outbound.fitBase) + outboundTop.level(slope: -drift) + outbound.level(slope: drift))
-        let downWall = -(Double(inboundTop.fitBase &+ inbound.fitBase) + inboundTop.level(slope: drift) + inbound.level(slope: -drift))
+        // The wall's height each way: the top over the floor (the floor's levels at its own drift,
+        // close enough to judge a height by, and steadier than the tops' early on).
+        let upWall = -(Double(outboundTop.fitBase &+ outbound.fitBase) + outboundTop.level(slope: -drift) + outbound.level(slope: floorDrift))
+        let downWall = -(Double(inboundTop.fitBase &+ inbound.fitBase) + inboundTop.level(slope: drift) + inbound.level(slope: -floorDrift))
         guard upWall >= Self.leastWall, downWall >= Self.leastWall,
               let upSpread = outboundTop.quarterSpread(slope: -drift), upSpread <= Self.sharpness * upWall,
               let downSpread = inboundTop.quarterSpread(slope: drift), downSpread <= Self.sharpness * downWall
