@@ -116,7 +116,8 @@ public struct ClockEstimator: Sendable {
         // order few exchanges come near the floors, which leave the drift a few ppm loose for tens
         // of seconds where the tops' edge holds it to one or two. Joined only where the floors are
         // good (where poor, `readTopEdge` reads the tops along their own drift) and allow the
-        // tops' drift: a relay late now and then can tilt a top that still looks sharp.
+        // tops' drift: a relay late now and then can tilt a top that still looks sharp. The tops are
+        // fitted only on a link that queues and where the floors give a bound.
         let tops = allowed != nil && queueing ? sharpTops(at: reference, floorDrift: (slopes.lowerBound + slopes.upperBound) / 2) : nil
         if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(tops.drift) {
             slopes = Self.jointDrift([(outbound, inbound), (inboundTop, outboundTop)], tolerance: tolerance + tops.tolerance)
@@ -283,9 +284,9 @@ public struct ClockEstimator: Sendable {
     /// One slope for both envelopes of each pair (rising on A, falling on B; or on −B and −A, the
     /// tops), from the two-sided form of the linear programme: how high the lines can be at their
     /// points' mean times together, summed over the pairs. Each envelope's lowest points constrain
-    /// it, so it is as good as a fit of all their points, where averaging separate slopes gains only
-    /// √2 a doubling. The objective is concave and piecewise linear (a sum of such), so its maximum
-    /// is at a hull edge's slope or at a bound; hulls have tens of vertices.
+    /// it, so it is as good as one fit of all their points, where averaging separate slopes gains
+    /// only the square root of their number. The objective is concave and piecewise linear (a sum of
+    /// such), so its maximum is at a hull edge's slope or at a bound; hulls have tens of vertices.
     ///
     /// Where few points pin the slope, the objective's top is nearly flat, and its maximum sits at one
     /// end of the flat, wherever the one lowest point happened to fall: drift errors of 10 ppm for
