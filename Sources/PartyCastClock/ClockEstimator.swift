@@ -118,11 +118,11 @@ public struct ClockEstimator: Sendable {
         // good (where poor, `readTopEdge` reads the tops along their own drift) and allow the
         // tops' drift: a relay late now and then can tilt a top that still looks sharp. The tops are
         // fitted only on a link that queues and where the floors give a bound.
-        let tops = allowed != nil && queueing ? sharpTops(at: reference, floorDrift: (slopes.lowerBound + slopes.upperBound) / 2) : nil
-        if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(tops.drift) {
+        let tops = allowed != nil && queueing ? sharpTops(at: reference, floorDrift: Self.middle(of: slopes)) : nil
+        if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(Self.middle(of: tops.slopes)) {
             slopes = Self.jointDrift([(outbound, inbound), (inboundTop, outboundTop)], tolerance: tolerance + tops.tolerance)
         }
-        let drift = (slopes.lowerBound + slopes.upperBound) / 2
+        let drift = Self.middle(of: slopes)
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
         // so that clocks ~2⁶² apart do not overflow.
         let up = outbound.lowest(slope: drift), down = inbound.lowest(slope: -drift)
@@ -161,10 +161,9 @@ public struct ClockEstimator: Sendable {
     /// `topEdgeSpan`; stalls' stragglers (`DelayEnvelope.burstMargin`) a minority of the window;
     /// both tops at least `leastWall` above their floors; each quarter of the window reaching within
     /// `sharpness` of the wall's height of the others (a tail, as Wi-Fi's bursts and retransmissions
-    /// draw, reaches further now and then). Returns the drifts the tops allow, their middle, and the
-    /// tolerance they were found with (`jointDrift`); nil where there is no such edge.
-    private mutating func sharpTops(at reference: Int64, floorDrift: Double)
-        -> (slopes: ClosedRange<Double>, drift: Double, tolerance: Double)? {
+    /// draw, reaches further now and then). Returns the drifts the tops allow and the tolerance they
+    /// were found with (`jointDrift`); nil where there is no such edge.
+    private mutating func sharpTops(at reference: Int64, floorDrift: Double) -> (slopes: ClosedRange<Double>, tolerance: Double)? {
         // Stragglers are told from the edge along the drift the tops gave last, else the floors'.
         let topDrift = lastTopDrift ?? floorDrift
         guard min(outbound.span, inbound.span) >= Self.topEdgeSpan,
@@ -175,7 +174,7 @@ public struct ClockEstimator: Sendable {
         // −B rises with θ and −A falls: the joint slope is the drift, found on −B's side.
         let tolerance = 1.5 * (outboundTop.gap + inboundTop.gap)
         let slopes = Self.jointDrift([(inboundTop, outboundTop)], tolerance: tolerance)
-        let drift = (slopes.lowerBound + slopes.upperBound) / 2
+        let drift = Self.middle(of: slopes)
         lastTopDrift = drift
         // The wall's height each way: the top over the floor (the floor's levels at its own drift,
         // close enough to judge a height by, and steadier than the tops' early on).
@@ -185,7 +184,7 @@ public struct ClockEstimator: Sendable {
               let upSpread = outboundTop.quarterSpread(slope: -drift), upSpread <= Self.sharpness * upWall,
               let downSpread = inboundTop.quarterSpread(slope: drift), downSpread <= Self.sharpness * downWall
         else { return nil }
-        return (slopes, drift, tolerance)
+        return (slopes, tolerance)
     }
 
     /// Where the floors are poor and the sharp tops (`sharpTops`) lie closer together, the two tops
@@ -193,7 +192,7 @@ public struct ClockEstimator: Sendable {
     /// both ways: taken where θ from the tops lies within the floors' own bound of theirs. The
     /// bound it gives rests on the floors, so it holds however unlike the two holds are.
     private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64, tops: ClosedRange<Double>) {
-        let drift = (tops.lowerBound + tops.upperBound) / 2
+        let drift = Self.middle(of: tops)
         let floorSpacings = outbound.floorSpacing + inbound.floorSpacing
         guard floorSpacings >= Self.poorFloors, outboundTop.floorSpacing + inboundTop.floorSpacing < floorSpacings else { return }
         let upTop = outboundTop.level(slope: -drift), downTop = inboundTop.level(slope: drift)
@@ -332,6 +331,9 @@ public struct ClockEstimator: Sendable {
         }
         return end(toward: -Self.maximumDrift)...end(toward: Self.maximumDrift)
     }
+
+    /// The drift a fit takes from the drifts it allows.
+    private static func middle(of slopes: ClosedRange<Double>) -> Double { (slopes.lowerBound + slopes.upperBound) / 2 }
 
     private func fits(_ point: DelayEnvelope.Point, _ envelope: DelayEnvelope) -> Bool {
         guard envelope.count > 0 else { return true }
