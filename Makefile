@@ -100,7 +100,7 @@ END_TO_END := --skip '^(BroadcastTests|LANTests|PackagingTests|ListenerTests|Ske
 	--skip '\.(IcecastTests|RemotePageBrowserTests|OpenAPIContractTests)/'
 # The clock's soak simulations take minutes in a debug build (seconds in make test's release build).
 # OrderKeptLinkTests take ~25 s of it and guard what the estimator's tuning most often breaks, so
-# check runs them; under the sanitizer, several times slower, on single-threaded arithmetic, not.
+# check runs them; tsan does not: single-threaded arithmetic, nothing there for it to watch.
 SOAK := --skip 'testWindowStaysBoundedForTenMinutes|testConvergesUnderTwentyMillisecondsOfJitterEitherWay'
 # Three tests at a time, each in a process of its own: many wait on a reference decoder or a socket.
 check: deps fixtures $(VENV)/.installed
