@@ -138,8 +138,8 @@ public struct ClockEstimator: Sendable {
         errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
                                                     lever: max(abs(up.time), abs(down.time))) : nil
         readsTopEdge = false
-        if let tops, let floorBound = errorBound {
-            readTopEdge(at: reference, floorOffset: Offset(halfBases: halfBases, rest: rest), floorBound: floorBound, tops: tops.slopes)
+        if let tops {
+            readTopEdge(at: reference, floorOffset: Offset(halfBases: halfBases, rest: rest), floorBound: errorBound, tops: tops.slopes)
         }
     }
 
@@ -190,8 +190,13 @@ public struct ClockEstimator: Sendable {
     /// Where the floors are poor and the sharp tops (`sharpTops`) lie closer together, the two tops
     /// give θ along the middle of the drifts they allow (`tops`) when the longest holds are alike
     /// both ways: taken where θ from the tops lies within the floors' own bound of theirs. The
-    /// bound it gives rests on the floors, so it holds however unlike the two holds are.
-    private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64, tops: ClosedRange<Double>) {
+    /// bound it gives rests on the floors, so it holds however unlike the two holds are. Where the
+    /// floors give no bound (`floorBound` nil: along their own drift, loose by hundreds of ppm on
+    /// such a link, their least round trip falls below 0), the floors taken along the tops' drift
+    /// judge the tops instead: without that, the mapping fell back to the floors' θ, 0.45 ms off,
+    /// for a tenth of a second at a time, in and out for a second (bench-sync's judged link, a late
+    /// joiner 9 s in: a pairwise p99 of 272 µs).
+    private mutating func readTopEdge(at reference: Int64, floorOffset: Offset, floorBound: Int64?, tops: ClosedRange<Double>) {
         let drift = Self.middle(of: tops)
         let floorSpacings = outbound.floorSpacing + inbound.floorSpacing
         guard floorSpacings >= Self.poorFloors, outboundTop.floorSpacing + inboundTop.floorSpacing < floorSpacings else { return }
@@ -203,9 +208,6 @@ public struct ClockEstimator: Sendable {
         if let blockwise = blockwiseRest(drift: drift) { rest = (rest + blockwise + parity / 2) / 2 }
         let offset = Offset(halfBases: (inboundTop.fitBase >> 1) &- (outboundTop.fitBase >> 1), rest: rest)
         let moved = offset.distance(from: floorOffset)
-        guard abs(moved) <= Double(floorBound) else { return }
-        mapping = ClockMapping(localReference: reference, remoteReference: reference &+ offset.halfBases &+ Int64(offset.rest.rounded()),
-                               rate: 1 + drift)
         // The floors' interval taken along the tops' drift instead (which needs only each direction's
         // longest hold to stay put, not the two to match) is narrower where the floors pin the drift
         // poorly; widened by the tops' own drift interval and by how far θ lies from its middle.
@@ -214,8 +216,16 @@ public struct ClockEstimator: Sendable {
                             rest: (upFloor.level - downFloor.level + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2)
         let alongTops = Self.bound(leastRoundTrip: Double(outbound.fitBase &+ inbound.fitBase) + upFloor.level + downFloor.level,
                                    driftError: tops.upperBound - tops.lowerBound, lever: max(abs(upFloor.time), abs(downFloor.time)))
-        errorBound = min(floorBound &+ Int64(abs(moved).rounded(.up)),
-                         alongTops.map { $0 &+ Int64(abs(offset.distance(from: middle)).rounded(.up)) } ?? .max)
+        let fromMiddle = abs(offset.distance(from: middle))
+        if let floorBound {
+            guard abs(moved) <= Double(floorBound) else { return }
+            errorBound = min(floorBound &+ Int64(abs(moved).rounded(.up)), alongTops.map { $0 &+ Int64(fromMiddle.rounded(.up)) } ?? .max)
+        } else {
+            guard let alongTops, fromMiddle <= Double(alongTops) else { return }
+            errorBound = alongTops &+ Int64(fromMiddle.rounded(.up))
+        }
+        mapping = ClockMapping(localReference: reference, remoteReference: reference &+ offset.halfBases &+ Int64(offset.rest.rounded()),
+                               rate: 1 + drift)
         readsTopEdge = true
     }
 
