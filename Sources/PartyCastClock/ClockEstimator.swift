@@ -45,6 +45,9 @@ public struct ClockEstimator: Sendable {
 
     /// Whether `mapping` comes from the top edges of the delays rather than their floors.
     public private(set) var readsTopEdge = false
+    /// How wide the interval of drifts the evidence allows is (the tops' where `readsTopEdge`): the
+    /// mapping's error may grow by about this much a second away from the points it rests on.
+    public private(set) var driftUncertainty = 2 * maximumDrift
     /// The drift the tops gave at the last refit that fitted them, read or not: what the next fit
     /// tells stragglers from the edge along.
     private var lastTopDrift: Double?
@@ -138,6 +141,7 @@ public struct ClockEstimator: Sendable {
         errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
                                                     lever: max(abs(up.time), abs(down.time))) : nil
         readsTopEdge = false
+        driftUncertainty = slopes.upperBound - slopes.lowerBound
         if let tops {
             readTopEdge(at: reference, floorOffset: Offset(halfBases: halfBases, rest: rest), floorBound: errorBound, tops: tops.slopes)
         }
@@ -227,6 +231,7 @@ public struct ClockEstimator: Sendable {
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ offset.halfBases &+ Int64(offset.rest.rounded()),
                                rate: 1 + drift)
         readsTopEdge = true
+        driftUncertainty = tops.upperBound - tops.lowerBound
     }
 
     /// θ's rest over the tops' half bases (parity aside), read block by block: each block's

@@ -53,6 +53,9 @@ public final class NetworkSource: ScheduledPCMSource {
         /// The clock's own 99 % bound on its error (µs, rounded up), nil before its first estimate.
         public var clockBoundMicroseconds: Int? { clockSync.errorBound.map { Int(($0 + 999) / 1000) } }
 
+        /// Whether the song is under way and playback waits for the clock to settle (`ClockSync.isSettling`).
+        public var clockSettling: Bool { clockSync.isSettling }
+
         /// Tells the broadcaster how this listener is doing (shown in its listener view).
         public func report(bufferMilliseconds: Int, syncErrorMicroseconds: Int?, latencyOffsetMilliseconds: Int, channel: ChannelAssignment) {
             var status = PCStatus()

@@ -164,8 +164,12 @@ final class ScheduledReader {
         guard let line = schedule.line(orElse: lastLine) else {
             // Nor may a full ring wait: the producer would stall, and with it the reading of the
             // connection whose clock answers bring the schedule. The oldest audio goes instead (it
-            // would be late by then), keeping its place on the timeline.
-            if ring.capacity - ring.availableToRead < out.count {
+            // would be late by then), keeping its place on the timeline, at the stream's pace once
+            // the ring is three quarters full: the producer that finds it full sleeps until a
+            // quarter is free. Let go only as the producer wrote, a period per sleep, it fell behind
+            // the connection for as long as the wait lasted, and a late joiner that waited seconds
+            // for its clock to settle ran dry 0.1–0.2 s after its first sound.
+            if ring.capacity - ring.availableToRead < ring.capacity / 4 {
                 ringShift += ring.discard(out.count) / channels
             }
             return (0, streamEnded)

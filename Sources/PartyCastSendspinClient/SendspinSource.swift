@@ -43,6 +43,9 @@ public final class SendspinSource: ScheduledPCMSource {
 
         /// The clock's own 99 % bound on its error (µs, rounded up), nil before its first estimate.
         public var clockBoundMicroseconds: Int? { clockSync.errorBound.map { Int(($0 + 999) / 1000) } }
+
+        /// Whether the song is under way and playback waits for the clock to settle (`ClockSync.isSettling`).
+        public var clockSettling: Bool { clockSync.isSettling }
     }
 
     /// A connection must bring a stream within this long, or it is dropped and tried again.

@@ -204,7 +204,9 @@ struct Join: ParsableCommand {
             }
             if !terminal { titles.note(status) }
             if reports.due() { control.report(status) }
-            if terminal { StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds) }
+            if terminal {
+                StatusLine.draw(status, clockBoundMicroseconds: control.clockBoundMicroseconds, clockSettling: control.clockSettling)
+            }
         }
         let reason = player.run()
         keys?.finish()
@@ -325,6 +327,7 @@ protocol PartyControlSide: Sendable {
     func cancel()
     func report(_ status: PlayerStatus)
     var clockBoundMicroseconds: Int? { get }
+    var clockSettling: Bool { get }
 }
 
 extension NetworkSource.Control: PartyControlSide {

@@ -7,7 +7,7 @@ import PartyCastPlayer
 /// state ("paused" while the party is).
 /// Redrawn in place.
 enum StatusLine {
-    static func draw(_ s: PlayerStatus, clockBoundMicroseconds: Int?) {
+    static func draw(_ s: PlayerStatus, clockBoundMicroseconds: Int?, clockSettling: Bool = false) {
         var parts: [String] = []
         let who = [s.tags.title ?? s.tags.station, s.tags.artist].compactMap { $0 }.joined(separator: " — ")
         if !who.isEmpty { parts.append("♪ \(who)") }
@@ -26,6 +26,8 @@ enum StatusLine {
         if let sync = s.syncErrorMicroseconds {
             parts.append("sync \(sync >= 0 ? "+" : "")\(sync) µs")
             if let bound = clockBoundMicroseconds { parts.append("clock ±\(bound) µs") }
+        } else if clockSettling {
+            parts.append("clock settling")
         }
         if s.concealedPackets > 0 { parts.append("concealed \(s.concealedPackets)") }
         // The party's pause is the news; the player itself keeps playing (silence) meanwhile.

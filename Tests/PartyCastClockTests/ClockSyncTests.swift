@@ -1,5 +1,6 @@
 @testable import PartyCastClock
 import PartyCastCore
+import PartyCastSources
 import XCTest
 
 /// When the clock sync first lets the player place audio: not on one exchange across a link that
@@ -16,13 +17,17 @@ final class ClockSyncTests: XCTestCase {
         sync.schedule.line(orElse: nil)?.frame(at: local)
     }
 
-    /// A sync just connected, and when: the stream's frame 0 sits at θ + then on the broadcaster's
-    /// clock, 48 frames a millisecond.
-    func connectedSync() -> (ClockSync, Int64) {
+    /// A broadcast that starts `startsIn` after the listener joins it.
+    static let startsIn: Int64 = 10_000_000_000
+
+    /// A sync just connected, and when: the stream's frame 0 sits at θ + then + `startsIn` on the
+    /// broadcaster's clock (joined before the song starts; a negative `startsIn` joins it late), 48
+    /// frames a millisecond.
+    func connectedSync(startsIn: Int64 = startsIn) -> (ClockSync, Int64) {
         let sync = ClockSync(clock: .system)
         sync.connected()
         let start = sync.clock.now()
-        sync.setTiming(.init(originNanoseconds: Self.theta + start, sampleRate: 48000))
+        sync.setTiming(.init(originNanoseconds: Self.theta + start + startsIn, sampleRate: 48000))
         return (sync, start)
     }
 
@@ -40,7 +45,7 @@ final class ClockSyncTests: XCTestCase {
         sync.record(exchange(at: bin + 30_000_000, up: 2_000_000, down: 1_000_000))
         XCTAssertNil(sync.errorBound)
         let frame = try XCTUnwrap(frameNow(sync, at: bin + 40_000_000))
-        XCTAssertEqual(frame, Double(bin + 40_000_000 - start) * 48e-6, accuracy: 1.5 * 48 + 1)
+        XCTAssertEqual(frame, Double(bin + 40_000_000 - start - Self.startsIn) * 48e-6, accuracy: 1.5 * 48 + 1)
 
         // Once published, a thin moment does not withhold the line.
         sync.record(exchange(at: bin + 250_000_000, up: 20_000_000, down: 1_000_000))
@@ -74,5 +79,56 @@ final class ClockSyncTests: XCTestCase {
         XCTAssertEqual(sync.schedule.line(orElse: nil), before, "one exchange 9.5 ms off does not replace a line good to 100 µs")
         sync.record(exchange(at: again + 150_000_000, up: 500_000, down: 400_000))
         XCTAssertNotEqual(sync.schedule.line(orElse: nil), before)
+    }
+
+    /// When a listener that joined `startsIn` before the song (negative: after it started) on `link`
+    /// is first placed, from its first exchange, and its line's greatest error over the 5 s after (µs).
+    func firstPlacement(on link: JitteryLink, startsIn: Int64) -> (placedAt: Int64, error: Double)? {
+        var link = link
+        let sync = ClockSync(clock: .system)
+        sync.connected()
+        // The link's clocks are the test's; the sync takes exchanges from its connection on.
+        let shift = sync.clock.now() - joinTime
+        let origin = link.remote(atLocal: joinTime) + startsIn
+        sync.setTiming(.init(originNanoseconds: origin, sampleRate: 48000))
+        var estimator = ClockEstimator(), placedAt: Int64?, error = 0.0
+        link.run(&estimator, duration: ClockSync.settlingWait + 6 * second, deliver: { estimator, sample in
+            estimator.add(sample)
+            sync.record(ClockSample(t1: sample.t1 + shift, t2: sample.t2, t3: sample.t3, t4: sample.t4 + shift))
+        }, probe: { local, _, link in
+            guard let line = sync.schedule.line(orElse: nil) else { return }
+            if placedAt == nil { placedAt = local - joinTime }
+            guard let placedAt, local - joinTime <= placedAt + 5 * second else { return }
+            let truth = Double(link.remote(atLocal: local) - origin) * 48e-6
+            error = max(error, abs(line.frame(at: local + shift) - truth) / 48e-3)
+        })
+        return placedAt.map { ($0, error) }
+    }
+
+    /// A listener that joins a song already playing waits until its clock has settled: on a quiet
+    /// link at once, as one that joins before the song; where order is kept and packets are held up
+    /// to 20 ms, until the drift is pinned (few exchanges meet an empty queue, the bound stays wide),
+    /// and then its line is closer than one placed on the first evidence.
+    func testALateJoinerWaitsForItsClockToSettle() throws {
+        for seed: UInt64 in 1...4 {
+            let quiet = JitteryLink(offset: 2 * second, driftPPM: 80, upJitter: 20 * microsecond, downJitter: 20 * microsecond,
+                                    random: SplitMix64(seed: seed))
+            let late = try XCTUnwrap(firstPlacement(on: quiet, startsIn: -60 * second))
+            let early = try XCTUnwrap(firstPlacement(on: quiet, startsIn: 10 * second))
+            print("seed \(seed), quiet: placed at \(late.placedAt / millisecond) ms late, \(early.placedAt / millisecond) ms early")
+            XCTAssertEqual(late.placedAt, early.placedAt, "seed \(seed): a late joiner on a quiet link waits")
+
+            let orderKept = JitteryLink(offset: 2 * second, driftPPM: seed % 2 == 0 ? 80 : -60, upJitter: 20 * millisecond,
+                                        downJitter: 20 * millisecond, random: SplitMix64(seed: seed), keepsOrder: true,
+                                        background: (up: 100 * millisecond, down: 50 * millisecond))
+            let settled = try XCTUnwrap(firstPlacement(on: orderKept, startsIn: -60 * second))
+            let first = try XCTUnwrap(firstPlacement(on: orderKept, startsIn: 10 * second))
+            print("seed \(seed), order kept: a late joiner placed at \(settled.placedAt / millisecond) ms, off by up to \(Int(settled.error)) µs "
+                  + "over 5 s; one placed at \(first.placedAt / millisecond) ms, \(Int(first.error)) µs")
+            XCTAssertLessThanOrEqual(first.placedAt, ClockSync.startingWait + 100 * millisecond)
+            XCTAssertGreaterThan(settled.placedAt, first.placedAt + second, "seed \(seed)")
+            XCTAssertLessThanOrEqual(settled.placedAt, ClockSync.settlingWait + 100 * millisecond, "seed \(seed)")
+            XCTAssertLessThan(settled.error, first.error, "seed \(seed)")
+        }
     }
 }

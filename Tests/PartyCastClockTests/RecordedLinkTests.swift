@@ -90,13 +90,7 @@ final class RecordedLinkTests: XCTestCase {
     func testTheTopsPinTheDriftWhereFewExchangesMeetAnEmptyQueue() throws {
         let links: [(file: String, p99Bar: UInt64)] = [("order-kept-0-5ms.clock", 50_000), ("order-kept-0-5ms-paced.clock", 25_000)]
         for (file, p99Bar) in links {
-            let text = try String(contentsOf: Self.directory.appendingPathComponent(file), encoding: .utf8)
-            let log = try XCTUnwrap(ClockExchangeLog.read(text[...]), file)
-            var errors: [UInt64] = [], covered = 0
-            XCTAssertTrue(log.replay(judgedFrom: 5_000_000_000, every: 10_000_000) { _, error, _, estimator in
-                errors.append(error.magnitude)
-                if let bound = estimator.errorBound, error.magnitude <= bound { covered += 1 }
-            }, file)
+            let (errors, _, covered) = try replay(file, judgedFrom: 5_000_000_000)
             XCTAssertGreaterThan(errors.count, 4_000, file)
             let p99 = errors.sorted()[errors.count * 99 / 100]
             print("\(file): from 5 s p99 \(p99 / 1000) µs, bound held at \(covered) of \(errors.count)")
@@ -113,13 +107,7 @@ final class RecordedLinkTests: XCTestCase {
     /// the tops there instead.
     func testTheTopsAreReadWhereTheFloorsContradictThemselves() throws {
         let file = "judged-order-kept-506-late.clock"
-        let text = try String(contentsOf: Self.directory.appendingPathComponent(file), encoding: .utf8)
-        let log = try XCTUnwrap(ClockExchangeLog.read(text[...]), file)
-        var errors: [UInt64] = [], covered = 0
-        XCTAssertTrue(log.replay(judgedFrom: 5_000_000_000, every: 10_000_000) { _, error, _, estimator in
-            errors.append(error.magnitude)
-            if let bound = estimator.errorBound, error.magnitude <= bound { covered += 1 }
-        }, file)
+        let (errors, _, covered) = try replay(file, judgedFrom: 5_000_000_000)
         XCTAssertGreaterThan(errors.count, 1_400, file)
         let p99 = errors.sorted()[errors.count * 99 / 100]
         print("\(file): from 5 s p99 \(p99 / 1000) µs, worst \(errors.max()! / 1000) µs, bound held at \(covered) of \(errors.count)")
@@ -128,12 +116,13 @@ final class RecordedLinkTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(Double(covered), 0.99 * Double(errors.count), file)
     }
 
-    /// |error| at each probe from 11 s, every 10 ms; at how many the top edge was read and the bound held.
-    private func replay(_ file: String) throws -> (errors: [UInt64], onTop: Int, covered: Int) {
+    /// |error| at each probe from `judgedFrom` (11 s, as bench-sync judges), every 10 ms; at how many
+    /// the top edge was read and the bound held.
+    private func replay(_ file: String, judgedFrom: Int64 = 11_000_000_000) throws -> (errors: [UInt64], onTop: Int, covered: Int) {
         let text = try String(contentsOf: Self.directory.appendingPathComponent(file), encoding: .utf8)
         let log = try XCTUnwrap(ClockExchangeLog.read(text[...]), file)
         var errors: [UInt64] = [], onTop = 0, covered = 0
-        XCTAssertTrue(log.replay(judgedFrom: 11_000_000_000, every: 10_000_000) { _, error, _, estimator in
+        XCTAssertTrue(log.replay(judgedFrom: judgedFrom, every: 10_000_000) { _, error, _, estimator in
             errors.append(error.magnitude)
             if estimator.readsTopEdge { onTop += 1 }
             if let bound = estimator.errorBound, error.magnitude <= bound { covered += 1 }

@@ -18,10 +18,14 @@ final class ScheduledPlaybackTests: XCTestCase {
     /// `feed(frame, t)` says whether the producer has stream frame `frame` by time t (it is fed in order).
     /// Returns the left channel and, per output frame, the stream frame the schedule wanted there.
     /// With `scheduleFrom`, no schedule exists before that time (no clock answer yet).
+    /// With `sleepsWhenFull`, the producer finding the ring full writes nothing more for a quarter
+    /// of the ring's length, as the player's does.
     func play(seconds: Double, period: Int = 480, firstFrame: Int = 0, latencyOffset: Int64 = 0, scheduleFrom: Int64 = 0,
-              line: (Int64) -> PlaybackSchedule.Line,
+              sleepsWhenFull: Bool = false, line: (Int64) -> PlaybackSchedule.Line,
               feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double], fed: Int) {
         let ring = SPSCRing(minimumCapacity: 4 * rate * 2)
+        let quarterOfTheRing = Int64(ring.capacity / 4 / 2) * 1_000_000_000 / Int64(rate)
+        var producerWakesAt: Int64 = 0
         let schedule = PlaybackSchedule()
         let renderer = Renderer(ring: ring, channels: 2, sync: Renderer.Sync(schedule: schedule, sampleRate: rate, latencyOffsetNanoseconds: latencyOffset))
         renderer.beginTimeline(atFrame: firstFrame)
@@ -36,12 +40,13 @@ final class ScheduledPlaybackTests: XCTestCase {
             if heardAt >= scheduleFrom { schedule.publish(current) }
             // The producer runs ahead of playback as a network would deliver.
             var frame = [Float](repeating: 0, count: 2)
-            while ring.availableToWrite >= 2 && feed(nextFrame, heardAt) {
+            while heardAt >= producerWakesAt && ring.availableToWrite >= 2 && feed(nextFrame, heardAt) {
                 frame[0] = Float(0.5 * sin(omega * Double(nextFrame)))
                 frame[1] = Float(0.5 * cos(omega * Double(nextFrame)))
                 _ = frame.withUnsafeBufferPointer { ring.write($0) }
                 nextFrame += 1
             }
+            if sleepsWhenFull && ring.availableToWrite < 2 && heardAt >= producerWakesAt { producerWakesAt = heardAt + quarterOfTheRing }
             _ = renderer.render(into: buffer, heardAt: heardAt)
             for i in 0..<period {
                 left.append(buffer[2 * i])
@@ -167,5 +172,27 @@ final class ScheduledPlaybackTests: XCTestCase {
         XCTAssertTrue(played.left[0..<(5 * rate)].allSatisfy { $0 == 0 }, "silence while there is no schedule")
         let settled = Int(5.1 * Double(rate))
         XCTAssertLessThan(microseconds(worstError(played, settled..<played.left.count)), 1, "in step once the schedule came")
+    }
+
+    /// A listener joining a song a minute in waits 6 s for its clock to settle, while the
+    /// connection brings audio in chunks of 1152 frames a second ahead of their time and the
+    /// producer sleeps on the full ring as the player's does. Once placed it plays on without a
+    /// gap: what the ring let go meanwhile kept the producer abreast of the connection, not a
+    /// period a sleep behind it.
+    func testALateJoinerPlacedAfterALongWaitPlaysWithoutAGap() throws {
+        let start: Int64 = -60_000_000_000
+        let lead = Int64(rate), chunk = 1152
+        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, sleepsWhenFull: true,
+                          line: { _ in self.line(start: start) },
+                          feed: { frame, t in Int64(frame / chunk * chunk + chunk) <= (t - start) * Int64(self.rate) / 1_000_000_000 + lead })
+        let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
+        XCTAssertLessThan(first, 6 * rate + 2 * period, "placed when the schedule came")
+        var longestSilence = 0, silence = 0
+        for sample in played.left[first...] {
+            silence = sample == 0 ? silence + 1 : 0
+            longestSilence = max(longestSilence, silence)
+        }
+        XCTAssertLessThan(longestSilence, 2, "a gap of \(longestSilence) frames after the first sound")
+        XCTAssertLessThan(microseconds(worstError(played, (first + 300)..<played.left.count)), 1)
     }
 }

@@ -29,6 +29,8 @@ public final class ClockSync: Sendable {
         var leastRoundTrip = Int64.max
         /// Whether this connection's estimate has been published yet (`startingBound`).
         var published = false
+        /// Whether it is withheld only until the clock settles (`settledBound`).
+        var settling = false
     }
 
     /// The first line after a (re)connection waits until the estimate's bound is this tight (half the
@@ -42,6 +44,19 @@ public final class ClockSync: Sendable {
     /// quiet link the first answer does.
     static let startingBound: Int64 = 3_000_000
     static let startingWait: Int64 = 300_000_000
+
+    /// Joining a broadcast already under way (or rejoining it, on the line it had), the first line
+    /// also waits until the clock has settled: its bound within `settledBound`, or its drift pinned
+    /// within `settledDrift` where the bound stays wide (a link that queues so that few exchanges
+    /// meet an empty path); at most `settlingWait` after the first answer. No one waits for a late
+    /// joiner's first sample, and the first seconds on such a link are when the drift is least
+    /// known (bench-sync's judged link kept in order, 44 pairs of far listeners replayed: starting
+    /// at 0.3 s, 15 pairs had a p99 over 100 µs 5 s after their first sound, and 3 starting thus,
+    /// after 6.4 s in the median; every other row's bound settles within 0.6 s). One that joins
+    /// before the broadcast starts plays from its first sample, as the broadcaster set it to.
+    static let settledBound: Int64 = 500_000
+    static let settledDrift = 30e-6
+    static let settlingWait: Int64 = 8_000_000_000
 
     public let clock: LocalClock
     public let schedule = PlaybackSchedule()
@@ -80,6 +95,9 @@ public final class ClockSync: Sendable {
 
     /// How far `mapping` may be off, 99 % of the time, by the evidence (ns; `ClockEstimator.errorBound`).
     public var errorBound: Int64? { state.withLockedValue { $0.estimator.errorBound } }
+
+    /// Whether the song is under way and this connection's first line waits for the clock to settle.
+    public var isSettling: Bool { state.withLockedValue { $0.settling } }
 
     /// Clock answers thrown away: forged, replayed, malformed or absurd.
     public var ignoredAnswers: Int { ignored.load(ordering: .relaxed) }
@@ -128,10 +146,15 @@ public final class ClockSync: Sendable {
     private func publish(_ s: inout State) {
         guard let mapping = s.estimator.mapping, let timing = s.timing else { return }
         if !s.published {
-            let waited = s.firstAnswerAt.map { s.latestAnswerAt &- $0 >= Self.startingWait } ?? false
+            let waited = s.firstAnswerAt.map { s.latestAnswerAt &- $0 } ?? 0
             // θ lies within half of any one round trip of the floors' middle, which is the mapping
             // until the estimator has exchanges enough (in two of its bins) for a bound.
-            guard waited || (s.estimator.errorBound ?? s.leastRoundTrip / 2) <= Self.startingBound else { return }
+            let bound = s.estimator.errorBound ?? s.leastRoundTrip / 2
+            guard waited >= Self.startingWait || bound <= Self.startingBound else { return }
+            let underWay = mapping.remoteReference >= timing.originNanoseconds
+            let settled = bound <= Self.settledBound || s.estimator.driftUncertainty <= Self.settledDrift
+            s.settling = underWay && !settled && waited < Self.settlingWait
+            guard !s.settling else { return }
             s.published = true
         }
         let framesPerNanosecond = Double(timing.sampleRate) / 1e9
