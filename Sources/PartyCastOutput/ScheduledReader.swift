@@ -69,6 +69,8 @@ final class ScheduledReader {
     /// Before the timeline is taken up: how far the ring's first frame is from `timelineStart`
     /// (frames let go while there was no schedule to play them on, a cut before it).
     private var ringShift = 0
+    /// Before there is a schedule: whether the ring filled and is let go of until a quarter is free.
+    private var drainingUnplaced = false
     /// The gain curve and the chime of the current `render` call.
     private var gainPoints = GainSchedule.Points()
     private var chiming: Chime.Playing?
@@ -105,6 +107,7 @@ final class ScheduledReader {
         inputFrames = 0
         tailPadded = false
         ringShift = 0
+        drainingUnplaced = false
     }
 
     /// The stream frame of the next output frame, once playing.
@@ -164,14 +167,15 @@ final class ScheduledReader {
         guard let line = schedule.line(orElse: lastLine) else {
             // Nor may a full ring wait: the producer would stall, and with it the reading of the
             // connection whose clock answers bring the schedule. The oldest audio goes instead (it
-            // would be late by then), keeping its place on the timeline, at the stream's pace once
-            // the ring is three quarters full: the producer that finds it full sleeps until a
-            // quarter is free. Let go only as the producer wrote, a period per sleep, it fell behind
-            // the connection for as long as the wait lasted, and a late joiner that waited seconds
-            // for its clock to settle ran dry 0.1–0.2 s after its first sound.
-            if ring.capacity - ring.availableToRead < ring.capacity / 4 {
-                ringShift += ring.discard(out.count) / channels
-            }
+            // would be late by then), keeping its place on the timeline: at the stream's pace from
+            // when the ring fills until a quarter is free, as the producer that finds it full sleeps
+            // until then. Let go only as the producer wrote, a period per sleep, it fell behind the
+            // connection for as long as the wait lasted, and a late joiner that waited seconds for
+            // its clock to settle ran dry 0.1–0.2 s after its first sound. A ring that never fills
+            // (the broadcaster's lead, before the song starts) keeps all it holds.
+            let free = ring.capacity - ring.availableToRead
+            if free < out.count { drainingUnplaced = true } else if free >= ring.capacity / 4 { drainingUnplaced = false }
+            if drainingUnplaced { ringShift += ring.discard(out.count) / channels }
             return (0, streamEnded)
         }
         lastLine = line

@@ -18,12 +18,12 @@ final class ScheduledPlaybackTests: XCTestCase {
     /// `feed(frame, t)` says whether the producer has stream frame `frame` by time t (it is fed in order).
     /// Returns the left channel and, per output frame, the stream frame the schedule wanted there.
     /// With `scheduleFrom`, no schedule exists before that time (no clock answer yet).
-    /// With `sleepsWhenFull`, the producer finding the ring full writes nothing more for a quarter
-    /// of the ring's length, as the player's does.
+    /// With `sleepsWhenFull`, the producer finding the ring (of at least `ringFrames`) full writes
+    /// nothing more for a quarter of the ring's length, as the player's does.
     func play(seconds: Double, period: Int = 480, firstFrame: Int = 0, latencyOffset: Int64 = 0, scheduleFrom: Int64 = 0,
-              sleepsWhenFull: Bool = false, line: (Int64) -> PlaybackSchedule.Line,
+              ringFrames: Int = 4 * 48_000, sleepsWhenFull: Bool = false, line: (Int64) -> PlaybackSchedule.Line,
               feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double], fed: Int) {
-        let ring = SPSCRing(minimumCapacity: 4 * rate * 2)
+        let ring = SPSCRing(minimumCapacity: ringFrames * 2)
         let quarterOfTheRing = Int64(ring.capacity / 4 / 2) * 1_000_000_000 / Int64(rate)
         var producerWakesAt: Int64 = 0
         let schedule = PlaybackSchedule()
@@ -176,13 +176,13 @@ final class ScheduledPlaybackTests: XCTestCase {
 
     /// A listener joining a song a minute in waits 6 s for its clock to settle, while the
     /// connection brings audio in chunks of 1152 frames a second ahead of their time and the
-    /// producer sleeps on the full ring as the player's does. Once placed it plays on without a
-    /// gap: what the ring let go meanwhile kept the producer abreast of the connection, not a
-    /// period a sleep behind it.
+    /// producer sleeps on the full ring (1.37 s, `listener join`'s) as the player's does. Once
+    /// placed it plays on without a gap: what the ring let go meanwhile kept the producer abreast of
+    /// the connection, not a period a sleep behind it.
     func testALateJoinerPlacedAfterALongWaitPlaysWithoutAGap() throws {
         let start: Int64 = -60_000_000_000
         let lead = Int64(rate), chunk = 1152
-        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, sleepsWhenFull: true,
+        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, ringFrames: rate, sleepsWhenFull: true,
                           line: { _ in self.line(start: start) },
                           feed: { frame, t in Int64(frame / chunk * chunk + chunk) <= (t - start) * Int64(self.rate) / 1_000_000_000 + lead })
         let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
@@ -194,5 +194,20 @@ final class ScheduledPlaybackTests: XCTestCase {
         }
         XCTAssertLessThan(longestSilence, 2, "a gap of \(longestSilence) frames after the first sound")
         XCTAssertLessThan(microseconds(worstError(played, (first + 300)..<played.left.count)), 1)
+    }
+
+    /// A listener that joins 0.5 s before the song, its clock placed only after 0.4 s, while the
+    /// connection brings audio 1.2 s ahead of its time (a longer --buffer) into a ring of 1.37 s:
+    /// the ring, three quarters full but never full, lets nothing go, and the song plays from its
+    /// first frame at its time.
+    func testARingThatNeverFillsBeforeTheScheduleKeepsTheSongsStart() throws {
+        let start: Int64 = 500_000_000
+        let lead: Int64 = 1_200_000_000
+        let played = play(seconds: 2, scheduleFrom: 400_000_000, ringFrames: rate, sleepsWhenFull: true,
+                          line: { _ in self.line(start: start) },
+                          feed: { frame, t in Int64(frame) <= (t - start + lead) * Int64(self.rate) / 1_000_000_000 })
+        let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
+        XCTAssertEqual(played.due[first], 0, accuracy: 1, "the song's first frame plays first")
+        XCTAssertLessThan(microseconds(worstError(played, (first + 300)..<played.left.count)), 1, "in step after the fade-in")
     }
 }
