@@ -69,7 +69,7 @@ final class ScheduledReader {
     /// Before the timeline is taken up: how far the ring's first frame is from `timelineStart`
     /// (frames let go while there was no schedule to play them on, a cut before it).
     private var ringShift = 0
-    /// Before there is a schedule: whether the ring filled and is let go of until a quarter is free.
+    /// Before there is a schedule, the clock settling: whether the ring filled and is let go of until a quarter is free.
     private var drainingUnplaced = false
     /// The gain curve and the chime of the current `render` call.
     private var gainPoints = GainSchedule.Points()
@@ -166,16 +166,17 @@ final class ScheduledReader {
         // that answered no clock request) can never be placed, and waiting for it would never end.
         guard let line = schedule.line(orElse: lastLine) else {
             // Nor may a full ring wait: the producer would stall, and with it the reading of the
-            // connection whose clock answers bring the schedule. The oldest audio goes instead (it
-            // would be late by then), keeping its place on the timeline: at the stream's pace from
-            // when the ring fills until a quarter is free, as the producer that finds it full sleeps
-            // until then. Let go only as the producer wrote, a period per sleep, it fell behind the
-            // connection for as long as the wait lasted, and a late joiner that waited seconds for
-            // its clock to settle ran dry 0.1–0.2 s after its first sound. A ring that never fills
-            // (the broadcaster's lead, before the song starts) keeps all it holds.
+            // connection whose clock answers bring the schedule. The oldest audio goes instead,
+            // keeping its place on the timeline: a period whenever the ring is full. While the song
+            // is under way and the line waits for the clock to settle, what is held turns late, so
+            // it goes at the stream's pace from when the ring fills until a quarter is free, as the
+            // producer that finds it full sleeps until then. Let go only as the producer wrote, a
+            // period per sleep, it fell behind the connection for as long as the wait lasted, and a
+            // late joiner that waited seconds ran dry 0.1–0.2 s after its first sound. Otherwise
+            // (a burst ahead of its time, a reconnection's gap) it would be heard in time.
             let free = ring.capacity - ring.availableToRead
-            if free < out.count { drainingUnplaced = true } else if free >= ring.capacity / 4 { drainingUnplaced = false }
-            if drainingUnplaced { ringShift += ring.discard(out.count) / channels }
+            if free < out.count { drainingUnplaced = schedule.isSettling } else if free >= ring.capacity / 4 { drainingUnplaced = false }
+            if free < out.count || drainingUnplaced { ringShift += ring.discard(out.count) / channels }
             return (0, streamEnded)
         }
         lastLine = line

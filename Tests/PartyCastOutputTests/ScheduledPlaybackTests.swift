@@ -19,14 +19,17 @@ final class ScheduledPlaybackTests: XCTestCase {
     /// Returns the left channel and, per output frame, the stream frame the schedule wanted there.
     /// With `scheduleFrom`, no schedule exists before that time (no clock answer yet).
     /// With `sleepsWhenFull`, the producer finding the ring (of at least `ringFrames`) full writes
-    /// nothing more for a quarter of the ring's length, as the player's does.
+    /// nothing more for a quarter of the ring's length, as the player's does. With
+    /// `settlesBeforeSchedule`, the song is under way and the clock settling until `scheduleFrom`.
     func play(seconds: Double, period: Int = 480, firstFrame: Int = 0, latencyOffset: Int64 = 0, scheduleFrom: Int64 = 0,
-              ringFrames: Int = 4 * 48_000, sleepsWhenFull: Bool = false, line: (Int64) -> PlaybackSchedule.Line,
+              ringFrames: Int = 4 * 48_000, sleepsWhenFull: Bool = false, settlesBeforeSchedule: Bool = false,
+              line: (Int64) -> PlaybackSchedule.Line,
               feed: (Int, Int64) -> Bool = { _, _ in true }) -> (left: [Float], right: [Float], due: [Double], fed: Int) {
         let ring = SPSCRing(minimumCapacity: ringFrames * 2)
         let quarterOfTheRing = Int64(ring.capacity / 4 / 2) * 1_000_000_000 / Int64(rate)
         var producerWakesAt: Int64 = 0
         let schedule = PlaybackSchedule()
+        schedule.isSettling = settlesBeforeSchedule
         let renderer = Renderer(ring: ring, channels: 2, sync: Renderer.Sync(schedule: schedule, sampleRate: rate, latencyOffsetNanoseconds: latencyOffset))
         renderer.beginTimeline(atFrame: firstFrame)
         renderer.setMode(.run)
@@ -37,7 +40,10 @@ final class ScheduledPlaybackTests: XCTestCase {
         for k in 0..<Int(seconds * Double(rate) / Double(period)) {
             let heardAt = Int64(k) * Int64(period) * 1_000_000_000 / Int64(rate)
             let current = line(heardAt)
-            if heardAt >= scheduleFrom { schedule.publish(current) }
+            if heardAt >= scheduleFrom {
+                schedule.isSettling = false
+                schedule.publish(current)
+            }
             // The producer runs ahead of playback as a network would deliver.
             var frame = [Float](repeating: 0, count: 2)
             while heardAt >= producerWakesAt && ring.availableToWrite >= 2 && feed(nextFrame, heardAt) {
@@ -182,7 +188,7 @@ final class ScheduledPlaybackTests: XCTestCase {
     func testALateJoinerPlacedAfterALongWaitPlaysWithoutAGap() throws {
         let start: Int64 = -60_000_000_000
         let lead = Int64(rate), chunk = 1152
-        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, ringFrames: rate, sleepsWhenFull: true,
+        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, ringFrames: rate, sleepsWhenFull: true, settlesBeforeSchedule: true,
                           line: { _ in self.line(start: start) },
                           feed: { frame, t in Int64(frame / chunk * chunk + chunk) <= (t - start) * Int64(self.rate) / 1_000_000_000 + lead })
         let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
@@ -208,6 +214,18 @@ final class ScheduledPlaybackTests: XCTestCase {
                           feed: { frame, t in Int64(frame) <= (t - start + lead) * Int64(self.rate) / 1_000_000_000 })
         let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
         XCTAssertEqual(played.due[first], 0, accuracy: 1, "the song's first frame plays first")
+        XCTAssertLessThan(microseconds(worstError(played, (first + 300)..<played.left.count)), 1, "in step after the fade-in")
+    }
+
+    /// A broadcast sends 2 s of song at once, 1.5 s ahead of its time, and the clock is placed only
+    /// after 0.3 s (a reconnection's gap): the full ring lets go a period at most, not a tenth of
+    /// a second a tenth of a second, since what it holds will be heard in time.
+    func testABurstAheadOfItsTimeKeepsItsStartUntilTheScheduleComes() throws {
+        let played = play(seconds: 3, scheduleFrom: 300_000_000, ringFrames: rate, sleepsWhenFull: true,
+                          line: { _ in self.line(start: 1_500_000_000) },
+                          feed: { frame, _ in frame < 2 * self.rate })
+        let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
+        XCTAssertLessThanOrEqual(played.due[first], Double(2 * period), "the song came in \(Int(played.due[first])) frames late")
         XCTAssertLessThan(microseconds(worstError(played, (first + 300)..<played.left.count)), 1, "in step after the fade-in")
     }
 }

@@ -57,6 +57,10 @@ public final class PlaybackSchedule: Sendable {
         }
     }
 
+    /// Whether the stream is under way while its first line waits for the clock to settle
+    /// (`ClockSync.settledBound`): what arrives meanwhile will be late by the time it could play.
+    private let settling = Atomic<Bool>(false)
+
     /// Odd while a publication is under way; 0 until the first one.
     private let version = Atomic<UInt64>(0)
     private let localReference = Atomic<Int64>(0)
@@ -72,6 +76,11 @@ public final class PlaybackSchedule: Sendable {
         frameAtReference.store(line.frameAtReference.bitPattern, ordering: .sequentiallyConsistent)
         framesPerNanosecond.store(line.framesPerNanosecond.bitPattern, ordering: .sequentiallyConsistent)
         version.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    public var isSettling: Bool {
+        get { settling.load(ordering: .relaxed) }
+        set { settling.store(newValue, ordering: .relaxed) }
     }
 
     /// The current line, or nil until the clock sync has published one. Wait-free: should it keep

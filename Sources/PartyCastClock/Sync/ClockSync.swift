@@ -29,8 +29,6 @@ public final class ClockSync: Sendable {
         var leastRoundTrip = Int64.max
         /// Whether this connection's estimate has been published yet (`startingBound`).
         var published = false
-        /// Whether it is withheld only until the clock settles (`settledBound`).
-        var settling = false
     }
 
     /// The first line after a (re)connection waits until the estimate's bound is this tight (half the
@@ -97,7 +95,7 @@ public final class ClockSync: Sendable {
     public var errorBound: Int64? { state.withLockedValue { $0.estimator.errorBound } }
 
     /// Whether the song is under way and this connection's first line waits for the clock to settle.
-    public var isSettling: Bool { state.withLockedValue { $0.settling } }
+    public var isSettling: Bool { schedule.isSettling }
 
     /// Clock answers thrown away: forged, replayed, malformed or absurd.
     public var ignoredAnswers: Int { ignored.load(ordering: .relaxed) }
@@ -153,8 +151,8 @@ public final class ClockSync: Sendable {
             guard waited >= Self.startingWait || bound <= Self.startingBound else { return }
             let underWay = mapping.remoteReference >= timing.originNanoseconds
             let settled = bound <= Self.settledBound || s.estimator.driftUncertainty <= Self.settledDrift
-            s.settling = underWay && !settled && waited < Self.settlingWait
-            guard !s.settling else { return }
+            schedule.isSettling = underWay && !settled && waited < Self.settlingWait
+            guard !schedule.isSettling else { return }
             s.published = true
         }
         let framesPerNanosecond = Double(timing.sampleRate) / 1e9
