@@ -69,7 +69,8 @@ final class ScheduledReader {
     /// Before the timeline is taken up: how far the ring's first frame is from `timelineStart`
     /// (frames let go while there was no schedule to play them on, a cut before it).
     private var ringShift = 0
-    /// Before there is a schedule, the clock settling: whether the ring filled and is let go of until a quarter is free.
+    /// Before there is a schedule, the clock settling: whether the ring filled and is let go of
+    /// until a quarter is free.
     private var drainingUnplaced = false
     /// The gain curve and the chime of the current `render` call.
     private var gainPoints = GainSchedule.Points()

@@ -188,8 +188,8 @@ final class ScheduledPlaybackTests: XCTestCase {
     func testALateJoinerPlacedAfterALongWaitPlaysWithoutAGap() throws {
         let start: Int64 = -60_000_000_000
         let lead = Int64(rate), chunk = 1152
-        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, ringFrames: rate, sleepsWhenFull: true, settlesBeforeSchedule: true,
-                          line: { _ in self.line(start: start) },
+        let played = play(seconds: 10, firstFrame: 60 * rate, scheduleFrom: 6_000_000_000, ringFrames: rate,
+                          sleepsWhenFull: true, settlesBeforeSchedule: true, line: { _ in self.line(start: start) },
                           feed: { frame, t in Int64(frame / chunk * chunk + chunk) <= (t - start) * Int64(self.rate) / 1_000_000_000 + lead })
         let first = try XCTUnwrap(played.left.firstIndex { $0 != 0 })
         XCTAssertLessThan(first, 6 * rate + 2 * period, "placed when the schedule came")
@@ -204,8 +204,8 @@ final class ScheduledPlaybackTests: XCTestCase {
 
     /// A listener that joins 0.5 s before the song, its clock placed only after 0.4 s, while the
     /// connection brings audio 1.2 s ahead of its time (a longer --buffer) into a ring of 1.37 s:
-    /// the ring, three quarters full but never full, lets nothing go, and the song plays from its
-    /// first frame at its time.
+    /// the ring, three quarters full but never full, lets nothing go (the clock is not settling: the
+    /// song has not started), and the song plays from its first frame at its time.
     func testARingThatNeverFillsBeforeTheScheduleKeepsTheSongsStart() throws {
         let start: Int64 = 500_000_000
         let lead: Int64 = 1_200_000_000
@@ -218,8 +218,8 @@ final class ScheduledPlaybackTests: XCTestCase {
     }
 
     /// A broadcast sends 2 s of song at once, 1.5 s ahead of its time, and the clock is placed only
-    /// after 0.3 s (a reconnection's gap): the full ring lets go a period at most, not a tenth of
-    /// a second a tenth of a second, since what it holds will be heard in time.
+    /// after 0.3 s (a reconnection's gap): the full ring lets go a period at most, not audio at the
+    /// stream's pace, since what it holds will be heard in time.
     func testABurstAheadOfItsTimeKeepsItsStartUntilTheScheduleComes() throws {
         let played = play(seconds: 3, scheduleFrom: 300_000_000, ringFrames: rate, sleepsWhenFull: true,
                           line: { _ in self.line(start: 1_500_000_000) },

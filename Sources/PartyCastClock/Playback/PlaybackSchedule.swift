@@ -57,8 +57,6 @@ public final class PlaybackSchedule: Sendable {
         }
     }
 
-    /// Whether the stream is under way while its first line waits for the clock to settle
-    /// (`ClockSync.settledBound`): what arrives meanwhile will be late by the time it could play.
     private let settling = Atomic<Bool>(false)
 
     /// Odd while a publication is under way; 0 until the first one.
@@ -78,7 +76,10 @@ public final class PlaybackSchedule: Sendable {
         version.add(1, ordering: .sequentiallyConsistent)
     }
 
-    public var isSettling: Bool {
+    /// Whether the stream is under way while its first line waits for the clock to settle
+    /// (`ClockSync.settledBound`): what arrives meanwhile will be late by the time it could play.
+    /// Set by the clock sync alone.
+    public package(set) var isSettling: Bool {
         get { settling.load(ordering: .relaxed) }
         set { settling.store(newValue, ordering: .relaxed) }
     }

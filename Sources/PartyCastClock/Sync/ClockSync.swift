@@ -50,8 +50,8 @@ public final class ClockSync: Sendable {
     /// joiner's first sample, and the first seconds on such a link are when the drift is least
     /// known (bench-sync's judged link kept in order, 44 pairs of far listeners replayed: starting
     /// at 0.3 s, 15 pairs had a p99 over 100 µs 5 s after their first sound, and 3 starting thus,
-    /// after 6.4 s in the median; every other row's bound settles within 0.6 s). One that joins
-    /// before the broadcast starts plays from its first sample, as the broadcaster set it to.
+    /// after 6.4 s in the median; every other row's bound settles within 0.6 s). One whose first
+    /// line comes before the song starts plays from its first sample, as the broadcaster set it to.
     static let settledBound: Int64 = 500_000
     static let settledDrift = 30e-6
     static let settlingWait: Int64 = 8_000_000_000
@@ -151,8 +151,9 @@ public final class ClockSync: Sendable {
             guard waited >= Self.startingWait || bound <= Self.startingBound else { return }
             let underWay = mapping.remoteReference >= timing.originNanoseconds
             let settled = bound <= Self.settledBound || s.estimator.driftUncertainty <= Self.settledDrift
-            schedule.isSettling = underWay && !settled && waited < Self.settlingWait
-            guard !schedule.isSettling else { return }
+            let settling = underWay && !settled && waited < Self.settlingWait
+            schedule.isSettling = settling
+            guard !settling else { return }
             s.published = true
         }
         let framesPerNanosecond = Double(timing.sampleRate) / 1e9
