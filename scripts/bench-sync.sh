@@ -30,6 +30,9 @@
 #   BENCH_START_IN=S                          the table's broadcaster starts the song S s after launch
 #                                             (default 6; 1, the broadcaster's own default, judges from
 #                                             ~6 s after the listeners join).
+#   BENCH_RELAY_PRIORITY=normal               partycast-netem at the default priority (--normal-priority)
+#                                             instead of real time: the CPU hog then holds packets past
+#                                             their drawn holds, as on a relay not set up for real time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/.build/release}
@@ -39,8 +42,14 @@ badlink=$root/scripts/lan/badlink.sh
 mode=${BENCH_SYNC:-all}
 seed=${BENCH_SEED:-11}
 start_in=${BENCH_START_IN:-6}
+relay_priority=${BENCH_RELAY_PRIORITY:-realtime}
 [[ $start_in =~ ^[0-9]+$ ]] || { echo "bench-sync: BENCH_START_IN is whole seconds, not \"$start_in\"" >&2; exit 2; }
 [[ $mode =~ ^(lan|links|all)$ ]] || { echo "bench-sync: BENCH_SYNC is lan, links or all, not \"$mode\"" >&2; exit 2; }
+case $relay_priority in
+  realtime) relay_options=() ;;
+  normal) relay_options=(--normal-priority) ;;
+  *) echo "bench-sync: BENCH_RELAY_PRIORITY is realtime or normal, not \"$relay_priority\"" >&2; exit 2 ;;
+esac
 export PC_LAN_PREFIX=pcsync PC_LAN_STATE=/tmp/pc-lan-sync PC_LAN_LIFETIME=400
 # One condition at a time; each link lives at most as long as one run could take.
 export PC_BADLINK_PREFIX=pcblsync PC_BADLINK_STATE=/tmp/pc-badlink-sync PC_BADLINK_LIFETIME=300 PC_BADLINK_NETEM=$bin/partycast-netem
@@ -154,7 +163,7 @@ run_link() {  # INDEX LABEL OPTIONS
   mkdir -p "$dir"
   echo "bench-sync: link $i: $label (netem: ${options:-no options})"
   # shellcheck disable=SC2086  # the options are words
-  "$badlink" up $options --seed "$seed" > "$dir/up.log"
+  "$badlink" up $options "${relay_options[@]}" --seed "$seed" > "$dir/up.log"
   "$badlink" check > "$dir/check.log"
   "$badlink" exec near "$bin/broadcaster" share "$work/song.mp3" --no-mdns --name "Link bench" --start-in "$start_in" 2> "$dir/broadcaster.log" &
   pids+=($!); local broadcaster=$!
@@ -227,6 +236,7 @@ run_links() {
   {
     echo "Skew of the worse far listener against the near one (µs, from the recordings, 5 s after each first sound; one minute"
     echo "of pink noise; clocks near 0/0, far −5 s/−150 ppm and +9 s/+120 ppm; a CPU hog). Pairwise: max over all three."
+    [ "$relay_priority" = realtime ] || echo "The relay runs at normal priority (BENCH_RELAY_PRIORITY=normal): the CPU hog holds packets past their holds."
     echo
     echo "| link between the broadcaster and the two far listeners | median | p99 | max | worse | pairwise p99 | longest gap (far) | song (far, shortest) | clock p99 (far, replayed) | floor oracle p99 (far) | ceiling oracle p99 (far) | own bound, median | bound held | exchanges/s | clock B/s |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -38,13 +38,15 @@ struct Options {
     var lifetimeS = 3600.0
     var queueBytes = 4096 * 1024
     var readyFile: String?
+    /// SCHED_FIFO where allowed; false: the default priority, as a relay not set up for real time runs.
+    var realTime = true
     /// [down, up].
     var impairments = [Impairment(), Impairment()]
 }
 
 let usage = """
     usage: partycast-netem --peer-netns PATH [--dev NAME] [--peer-dev NAME] [--seed N] [--lifetime-s S]
-                           [--queue-kb K] [--ready-file PATH] [[--up-|--down-]IMPAIRMENT…]
+                           [--queue-kb K] [--ready-file PATH] [--normal-priority] [[--up-|--down-]IMPAIRMENT…]
     impairments: --jitter-ms A[-B]  --keep-order  --loss PCT  --stall-ms X --stall-every-s Y  --rate-kbps R
                  --spike-pct P --spike-ms A[-B]  --burst-ms A[-B] --burst-every-s G --burst-length-ms L
     (see the comment at the top of Tools/partycast-netem/main.swift)
@@ -81,6 +83,7 @@ func parseOptions(_ arguments: [String]) -> Options {
             guard let kb = Int(take()), kb > 0, kb <= 1 << 20 else { fail("--queue-kb takes 1…1048576") }
             options.queueBytes = kb * 1024
         case "--ready-file": options.readyFile = take()
+        case "--normal-priority": options.realTime = false
         default:
             var bare = name, direction: Int?
             if name.hasPrefix("--down-") { direction = 0; bare = "--" + name.dropFirst(7) }

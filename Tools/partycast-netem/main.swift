@@ -4,7 +4,7 @@
 // jitter, loss and stalls hit the protocol where a real Wi-Fi link would.
 //
 //   partycast-netem --peer-netns PATH [--dev NAME] [--peer-dev NAME] [IMPAIRMENTS] [--seed N]
-//                   [--lifetime-s S] [--queue-kb K] [--ready-file PATH]
+//                   [--lifetime-s S] [--queue-kb K] [--ready-file PATH] [--normal-priority]
 //
 // The device NAME (default netem0) is made in this process's namespace, PEER-DEV (default: NAME) in
 // the one PATH names (/run/netns/NS); the caller gives them addresses and brings them up. They vanish
@@ -29,7 +29,8 @@
 // The run is reproducible from --seed (default 1) given the same packets. --lifetime-s (default 3600)
 // bounds the run; SIGTERM, SIGINT or the lifetime's end stop it cleanly with one summary line on
 // stderr. It runs at real-time priority where allowed (root), so the host's load does not leak into
-// the link. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
+// the link; --normal-priority leaves it at the default, as a relay not set up for real time runs,
+// and a busy CPU then holds packets past their drawn holds. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
 import CTun
 #if canImport(Glibc)
 import Glibc
@@ -242,7 +243,8 @@ _ = pcnetem_tight_timer_slack()
 // that thinned out the least delays clock sync rests on, a link other than the one asked for. It
 // sleeps in ppoll between packets and takes little CPU.
 var realtimePriority = sched_param(sched_priority: 50)
-let scheduling = sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0
+let scheduling = !options.realTime ? "normal priority (--normal-priority): hold times stretch when the CPU is busy"
+    : sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0
     ? "real-time (SCHED_FIFO 50)" : "NOT real-time (\(errorText(errno))): hold times stretch when the CPU is busy"
 
 let started = monotonicNanoseconds()
