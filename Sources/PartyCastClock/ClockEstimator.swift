@@ -199,16 +199,11 @@ public struct ClockEstimator: Sendable {
 
     /// The tops' drift interval within the one of one to two seconds ago (widened by
     /// `earlierWidening` a second), where the two overlap; else as it is. Early on, one top point
-    /// lifted past the edge at the window's newer end tilts the tops' line: 5.7 s after join (seed
-    /// 602 of bench-sync's judged link kept in order) one 0.3 ms past it moved the interval from
-    /// [−135, −88] ppm to [−83, −30] over a tenth of a second, the truth −120, and θ was 174 µs off
-    /// for a second (live pairwise p99 133 µs). Held within the earlier interval, that spell lasts
-    /// a few tenths. A reference a second old, not the last refit's, so that neither a slide of
-    /// many small steps nor a narrowing that compounds refit after refit gets through. Over the
-    /// 272 row-7 logs on this machine (p99 from 5 s) the mean went 65.1 → 63.9 µs, 29 better by
-    /// over 5 µs and 22 worse (the worst 30 → 56), logs over 100 µs 8 → 5; other rows unchanged
-    /// but three row-6 logs (the worst 19 → 32). Intersecting with the last refit's instead
-    /// compounded: 12 logs went from 32–85 µs to over 1 ms.
+    /// lifted past the edge at the window's newer end tilts the tops' line by tens of ppm within a
+    /// tenth of a second (seed 602 of bench-sync's judged link kept in order: θ 174 µs off for a
+    /// second); held within the earlier interval, that spell lasts a few tenths. The reference is
+    /// a second old, not the last refit's: intersecting refit after refit compounded, an early wide
+    /// interval narrowing onto a wrong one and holding it (logs of 32–85 µs went over 1 ms).
     private mutating func checkedAgainstEarlier(_ slopes: ClosedRange<Double>, at reference: Int64) -> ClosedRange<Double> {
         guard let earlier = earlierTops, reference >= earlier.reference,
               reference &- earlier.reference < 2 * Self.earlierLag else {
