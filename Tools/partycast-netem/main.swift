@@ -30,7 +30,8 @@
 // bounds the run; SIGTERM, SIGINT or the lifetime's end stop it cleanly with one summary line on
 // stderr. It runs at real-time priority where allowed (root), so the host's load does not leak into
 // the link; --normal-priority leaves it at the default, as a relay not set up for real time runs,
-// and a busy CPU then holds packets past their drawn holds. Exit status: 0 stopped or lifetime over, 1 usage or setup error or a device gone.
+// and a busy CPU then holds packets past their drawn holds. Exit status: 0 stopped or lifetime
+// over, 1 usage or setup error or a device gone.
 import CTun
 #if canImport(Glibc)
 import Glibc
@@ -243,9 +244,14 @@ _ = pcnetem_tight_timer_slack()
 // that thinned out the least delays clock sync rests on, a link other than the one asked for. It
 // sleeps in ppoll between packets and takes little CPU.
 var realtimePriority = sched_param(sched_priority: 50)
-let scheduling = !options.realTime ? "normal priority (--normal-priority): hold times stretch when the CPU is busy"
-    : sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0
-    ? "real-time (SCHED_FIFO 50)" : "NOT real-time (\(errorText(errno))): hold times stretch when the CPU is busy"
+let scheduling: String
+if !options.realTime {
+    scheduling = "normal priority (--normal-priority): hold times stretch when the CPU is busy"
+} else if sched_setscheduler(0, SCHED_FIFO, &realtimePriority) == 0 {
+    scheduling = "real-time (SCHED_FIFO 50)"
+} else {
+    scheduling = "NOT real-time (\(errorText(errno))): hold times stretch when the CPU is busy"
+}
 
 let started = monotonicNanoseconds()
 let endAt = started + Int64(options.lifetimeS * 1e9)
