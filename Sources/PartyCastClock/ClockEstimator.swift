@@ -28,8 +28,9 @@ public struct ClockEstimator: Sendable {
 
     /// Below this span a slope would be mostly jitter; the fit assumes rate 1 until then.
     static let minimumDriftSpan: Int64 = 500_000_000
-    /// Crystals are good to ~±100 ppm each, so anything steeper is noise from a short, jittery span.
-    static let maximumDrift = 500e-6
+    /// Crystals are good to ~±100 ppm each, so anything steeper is noise from a short, jittery span;
+    /// and the steepest drift the mapping follows (`listener --simulate-clock` refuses more).
+    public static let maximumDrift = 500e-6
     /// How far a one-way measurement may stray from the window's newest in the same direction: a
     /// round trip's worth of queueing plus a window of the steepest drift. Beyond it the remote clock
     /// jumped (a broken or hostile broadcaster; a restart is a new connection): not followed, and the

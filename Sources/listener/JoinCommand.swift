@@ -114,7 +114,7 @@ struct Join: ParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     @Option(name: .customLong("simulate-clock"), help: ArgumentHelp(
-        "Run this listener's clock (clock sync and virtual: card) OFFSET seconds off and DRIFT ppm fast against the machine's, to test sync on one machine.",
+        "Run this listener's clock (clock sync and virtual: card) OFFSET seconds off and DRIFT ppm fast (at most ±500) against the machine's, to test sync on one machine.",
         valueName: "OFFSET_S,DRIFT_PPM"))
     var simulateClock: String?
 
@@ -149,9 +149,11 @@ struct Join: ParsableCommand {
     private func simulatedClock() throws -> LocalClock {
         guard let simulateClock else { return .system }
         let parts = simulateClock.split(separator: ",", omittingEmptySubsequences: false)
+        // A drift steeper than the clock sync follows would be a test of nothing but the clamp.
+        let steepest = ClockEstimator.maximumDrift * 1e6
         guard parts.count == 2, let offset = Double(parts[0]), let drift = Double(parts[1]),
-              abs(offset) <= 86_400, abs(drift) <= 10_000 else {
-            throw ValidationError("--simulate-clock takes OFFSET_S,DRIFT_PPM, e.g. --simulate-clock=-3,-120 (|offset| ≤ 1 day, |drift| ≤ 10000 ppm)")
+              abs(offset) <= 86_400, abs(drift) <= steepest else {
+            throw ValidationError("--simulate-clock takes OFFSET_S,DRIFT_PPM, e.g. --simulate-clock=-3,-120 (|offset| ≤ 1 day, |drift| ≤ \(Int(steepest)) ppm, the most clock sync follows; crystals are good to ~100)")
         }
         return LocalClock(offsetSeconds: offset, driftPPM: drift)
     }

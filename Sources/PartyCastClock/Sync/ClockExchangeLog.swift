@@ -96,7 +96,8 @@ public final class ClockExchangeLog: Sendable {
     static let plausibleTime: ClosedRange<Int64> = -(1 << 62)...(1 << 62)
 
     /// Reads a log written by `ClockExchangeLog`; nil when the header is missing or is not a clock
-    /// `--simulate-clock` could make (an offset within a day, a drift within ±10000 ppm).
+    /// whose arithmetic is safe (an offset within a day, a drift within ±10000 ppm: wider than
+    /// `--simulate-clock` takes, so logs of older builds still read).
     public static func read(_ text: Substring) -> Contents? {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: true)[...]
         guard let header = lines.popFirst(), header.hasPrefix(headerPrefix) else { return nil }
