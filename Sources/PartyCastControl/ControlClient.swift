@@ -60,7 +60,7 @@ public enum ControlClient {
         do {
             return try await channel.executeThenClose { inbound, outbound in
                 var head = HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
-                head.headers.replaceOrAdd(name: "Host", value: port == 80 ? host : "\(host):\(port)")
+                head.headers.replaceOrAdd(name: "Host", value: HostAndPort(host: host, port: port).authority(omittingPort: 80))
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
                 if chunked {
                     head.headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked")

@@ -1,4 +1,5 @@
 import NIOCore
+import PartyCastCore
 
 /// Where a phone finds the remote page. A bare host name ("vm") is often not resolvable from a
 /// phone, so the URLs name this machine's LAN addresses first, then NAME.local, which mDNS resolves.
@@ -22,6 +23,6 @@ public enum RemoteURLs {
     }
 
     private static func url(_ host: String, _ port: Int) -> String {
-        "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/"
+        "http://\(HostAndPort(host: host, port: port))/"
     }
 }

@@ -34,30 +34,16 @@ public final class MPDLink: SourceCompanion {
 
     /// `address`: HOST or HOST:PORT ([IPv6]:PORT); a HOST that starts with / is mpd's local socket.
     public init(address: String, logger: Logger) throws(PartyCastError) {
-        var host = address, port = Self.defaultPort
-        var portText: Substring?
-        if address.hasPrefix("["), let close = address.firstIndex(of: "]") {
-            host = String(address[address.index(after: address.startIndex)..<close])
-            let rest = address[address.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":") else { throw PartyCastError(.invalidArgument, "--mpd \(address): a port follows ]: as in [::1]:6600") }
-                portText = rest.dropFirst()
+        if address.hasPrefix("/") {
+            guard !address.utf8.contains(0) else { throw PartyCastError(.invalidArgument, "--mpd: a socket path has no NUL") }
+            (host, port, self.address) = (address, Self.defaultPort, address)
+        } else {
+            let parsed: HostAndPort
+            do { parsed = try HostAndPort(parsing: address[...], defaultPort: Self.defaultPort) } catch {
+                throw PartyCastError(.invalidArgument, "--mpd needs HOST[:PORT], e.g. 127.0.0.1:6600: \(error.message)")
             }
-        } else if !address.hasPrefix("/"), address.filter({ $0 == ":" }).count == 1, let colon = address.firstIndex(of: ":") {
-            // One colon: HOST:PORT. More: an IPv6 address without a port.
-            host = String(address[..<colon])
-            portText = address[address.index(after: colon)...]
+            (host, port, self.address) = (parsed.host, parsed.port, parsed.description)
         }
-        if let portText {
-            guard let number = Int(portText), (1...65535).contains(number) else {
-                throw PartyCastError(.invalidArgument, "--mpd \(address): the port must be 1…65535")
-            }
-            port = number
-        }
-        guard !host.isEmpty, !host.utf8.contains(0) else { throw PartyCastError(.invalidArgument, "--mpd needs HOST[:PORT], e.g. 127.0.0.1:6600") }
-        self.host = host
-        self.port = port
-        self.address = host.hasPrefix("/") ? host : host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         self.logger = logger
         deadline = AnswerDeadline(seconds: Double(MPDConnection.timeoutMilliseconds) / 1000, logger: logger)
         do { wake = try WakePipe() } catch { throw PartyCastError(.io, "cannot make a pipe (\(error))") }

@@ -54,8 +54,8 @@ final class BroadcastClient: Sendable {
         }
         switch inbox.awaitConnection(connecting, channel: { $0.0 }, cancelled: cancelled) {
         case .success(let (channel, handler)): return BroadcastClient(channel: channel, handler: handler)
-        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(host):\(port): \(connectError(error))")
-        case nil: throw PartyCastError(.io, "stopped while connecting to \(host):\(port)")
+        case .failure(let error): throw PartyCastError(.io, "cannot connect to \(HostAndPort(host: host, port: port)): \(connectError(error))")
+        case nil: throw PartyCastError(.io, "stopped while connecting to \(HostAndPort(host: host, port: port))")
         }
     }
 

@@ -206,7 +206,7 @@ public final class NetworkSource: ScheduledPCMSource {
         control.connection.withLockedValue { $0 = client }
         // A cancel that came while connecting missed this connection: close it here.
         if control.isCancelled { client.close() }
-        logger.info("connected to \(host):\(port)")
+        logger.info("connected to \(HostAndPort(host: host, port: port))")
     }
 
     public func seek(toFrame frame: Int) throws(PartyCastError) {

@@ -15,30 +15,21 @@ public struct SendspinURL: Sendable, Equatable, CustomStringConvertible {
         let rest = text.dropFirst(5)
         let authority = rest.prefix { $0 != "/" }
         let path = rest.dropFirst(authority.count)
-        // [v6]:port or host:port or host.
-        var host = String(authority), port = defaultPort
-        if let close = authority.lastIndex(of: "]"), authority.hasPrefix("[") {
-            host = String(authority[authority.index(after: authority.startIndex)..<close])
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { throw PartyCastError(.invalidArgument, "bad port in \(text)") }
-                port = number
-            }
-        } else if authority.filter({ $0 == ":" }).count > 1 {
+        // A URL's IPv6 host is in brackets (RFC 3986), where a bare one could be taken for a port.
+        guard authority.hasPrefix("[") || authority.filter({ $0 == ":" }).count <= 1 else {
             throw PartyCastError(.invalidArgument, "an IPv6 address in a Sendspin URL goes in brackets, its port after them: ws://[ADDRESS]:PORT/sendspin, not \(text)")
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = String(authority[..<colon])
-            guard let number = Int(authority[authority.index(after: colon)...]) else { throw PartyCastError(.invalidArgument, "bad port in \(text)") }
-            port = number
         }
-        guard !host.isEmpty, (1...65535).contains(port) else { throw PartyCastError(.invalidArgument, "a Sendspin URL is ws://HOST:PORT/sendspin") }
-        self.host = host
-        self.port = port
+        let parsed: HostAndPort
+        do { parsed = try HostAndPort(parsing: authority, defaultPort: defaultPort) } catch {
+            throw PartyCastError(.invalidArgument, "a Sendspin URL is ws://HOST:PORT/sendspin: \(error.message)")
+        }
+        host = parsed.host
+        port = parsed.port
         self.path = path.isEmpty ? "/sendspin" : String(path)
     }
 
     /// HOST:PORT, an IPv6 host in brackets: the HTTP Host header's value.
-    public var authority: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var authority: String { HostAndPort(host: host, port: port).description }
 
     public var description: String { "ws://\(authority)\(path)" }
 }

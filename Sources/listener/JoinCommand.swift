@@ -251,12 +251,11 @@ struct Join: ParsableCommand {
     /// How to find the broadcaster before each (re)connection.
     private func endpointResolver(logger: Logger) throws -> EndpointResolver {
         if let host {
-            let parts = host.split(separator: ":")
-            guard (1...2).contains(parts.count), let port = parts.count == 2 ? Int(parts[1]) : 7360, (1...65535).contains(port) else {
-                throw ValidationError("--host takes HOST or HOST:PORT")
+            let parsed: HostAndPort
+            do { parsed = try HostAndPort(parsing: host[...], defaultPort: 7360) } catch {
+                throw ValidationError("--host takes HOST, HOST:PORT or [IPv6]:PORT: \(error.message)")
             }
-            let address = String(parts[0])
-            return { () throws(PartyCastError) in (address, port) }
+            return { () throws(PartyCastError) in (parsed.host, parsed.port) }
         }
         // Empty is how a service's configuration leaves the name out.
         let wanted = name.flatMap { $0.isEmpty ? nil : $0 }

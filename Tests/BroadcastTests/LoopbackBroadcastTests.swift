@@ -73,6 +73,33 @@ final class LoopbackBroadcastTests: XCTestCase {
         }
     }
 
+    /// `--bind ::` listens on IPv6 as well as IPv4: a listener that joins over [::1] gets the song
+    /// as one over 127.0.0.1 does, sample for sample, and the remote answers over IPv6 (its Host
+    /// header's address in brackets, which the broadcaster's own-names check must take).
+    func testAPartyOverIPv6() throws {
+        let directory = try temporaryDirectory()
+        let mp3 = try fixture("cbr.mp3")
+        let reference = try mpg123Reference(mp3, in: directory)
+        let port = freePort(), controlPort = freePort()
+        let server = try share([mp3, "--codec", "pcm", "--start-in", "3", "--bind", "::", "--control-port", "\(controlPort)"], port: port)
+        XCTAssertTrue(waitForPort(port), "nothing listened on \(port)")
+        let listeners = try ["[::1]", "127.0.0.1"].enumerated().map { index, host in
+            try startProcess(listener, ["join", "--host", "\(host):\(port)", "--output", "wav:\(directory)/\(index).wav", "--once"])
+        }
+        XCTAssertTrue(listeners[0].waitForStderr("connected to [::1]:\(port)", timeout: 20), listeners[0].stderr)
+        let status = try runProcess(broadcaster, ["ctl", "--url", "http://[::1]:\(controlPort)", "status"], timeout: 30)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.contains("cbr.mp3"), status.stdout)
+        for (index, process) in listeners.enumerated() {
+            let result = process.wait(timeout: 60)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let ours = try readAudio("\(directory)/\(index).wav")
+            XCTAssertEqual(ours.frames, reference.frames, "listener \(index): the whole song")
+            XCTAssertGreaterThanOrEqual(snr(ours.samples[...], reference.samples[...]), 50, "listener \(index)")
+        }
+        XCTAssertEqual(server.wait(timeout: 30).status, 0)
+    }
+
     /// Hostile peers while a listener plays: a 4 GiB length prefix, random bytes, a connection that
     /// says nothing, 200 connect/close cycles. They are closed and logged; the listener gets
     /// every sample, and the broadcaster serves to the end.

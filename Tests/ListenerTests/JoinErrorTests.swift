@@ -10,6 +10,9 @@ final class JoinErrorTests: XCTestCase {
         XCTAssertNotEqual(joined.status, 0)
         XCTAssertTrue(joined.stderr.contains("cannot connect to 127.0.0.1:\(port): connection refused\n"), joined.stderr)
         XCTAssertFalse(joined.stderr.contains("errno"), joined.stderr)
+        // The same over IPv6, its address in brackets as in a URL.
+        let overIPv6 = try runProcess(productPath("listener"), ["join", "--host", "[::1]:\(port)", "--output", "null", "--once"], timeout: 30)
+        XCTAssertTrue(overIPv6.stderr.contains("cannot connect to [::1]:\(port): connection refused\n"), overIPv6.stderr)
     }
 
     /// A simulated clock steeper than the clock sync follows is refused up front (at 800 ppm the
