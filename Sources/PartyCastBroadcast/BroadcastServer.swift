@@ -75,7 +75,7 @@ public final class BroadcastServer: Service, Sendable {
             channel = try await bind(port).get()
         } catch {
             clockResponder?.shutdown()
-            throw PartyCastError(.io, "cannot listen on \(host):\(port): \(error); is another broadcaster using the port? Try --port")
+            throw PartyCastError(.io, "cannot listen on \(HostAndPort(host: host, port: port)): \(error); is another broadcaster using the port? Try --port")
         }
         self.group = group
         self.channel = LockedValueBox(channel)

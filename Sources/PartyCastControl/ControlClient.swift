@@ -23,8 +23,8 @@ public enum ControlClient {
 
         public var description: String {
             switch self {
-            case .refused(let host, let port): "nothing listens at \(host):\(port) (connection refused)"
-            case .cannotConnect(let host, let port, let reason): "cannot connect to \(host):\(port) (\(reason))"
+            case .refused(let host, let port): "nothing listens at \(HostAndPort(host: host, port: port)) (connection refused)"
+            case .cannotConnect(let host, let port, let reason): "cannot connect to \(HostAndPort(host: host, port: port)) (\(reason))"
             case .timedOut(let seconds): "no answer within \(seconds) s"
             case .answerTooLarge(let limit): "the answer is over \(limit) bytes"
             case .closedEarly: "the connection closed before the answer ended"

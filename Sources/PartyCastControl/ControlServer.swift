@@ -49,7 +49,7 @@ public final class ControlServer: Service, Sendable {
                             onServerRunning: onServerRunning, eventLoopGroupProvider: .shared(group), logger: serverLogger)
             }
         } catch {
-            throw PartyCastError(.io, "cannot serve the remote control on \(host):\(port): \(BoundApplication.describe(error)) (choose another with --control-port)")
+            throw PartyCastError(.io, "cannot serve the remote control on \(HostAndPort(host: host, port: port)): \(BoundApplication.describe(error)) (choose another with --control-port)")
         }
     }
 

@@ -151,7 +151,7 @@ final class HTTPConnection: Sendable {
         guard connected != nil else {
             connection.close()
             if signal.isStopped { throw PartyCastError(.io, "\(name): stopped while connecting") }
-            throw PartyCastError(.io, "\(name): cannot connect to \(host):\(port) within \(timeouts.connect.secondsText) s; check the address")
+            throw PartyCastError(.io, "\(name): cannot connect to \(HostAndPort(host: host, port: port)) within \(timeouts.connect.secondsText) s; check the address")
         }
 
         let headDeadline = monotonicNanoseconds() + timeouts.headers.nanoseconds
@@ -162,7 +162,7 @@ final class HTTPConnection: Sendable {
                 case nil: return nil
                 case .complete: return .failure(PartyCastError(.io, "\(name): the server closed the connection without answering"))
                 case .failed(let code, _) where !s.connected && [CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT].contains(code):
-                    return .failure(PartyCastError(.io, "\(name): cannot connect to \(host):\(port) (\(describe(s))); check the address and that the server is up"))
+                    return .failure(PartyCastError(.io, "\(name): cannot connect to \(HostAndPort(host: host, port: port)) (\(describe(s))); check the address and that the server is up"))
                 case .failed:
                     return .failure(PartyCastError(.io, "\(name): \(describe(s))"))
                 }
