@@ -81,15 +81,9 @@ extension Party {
         guard !state.timeline.paused else { return }
         let cut = try cutPosition()
         fadeEveryone(to: 0, endingAt: cut)
-        // What was taken back plays first on resume: not a sample lost or repeated.
-        let withdrawn = withdraw(from: cut)
-        state.pending.insert(contentsOf: withdrawn.flatMap(\.samples), at: 0)
-        state.timeline.pause(at: cut)
+        takeBack(from: cut)
         do throws(PartyCastError) { try sendSilence() } catch { throw PartyCommandError(.failed, error.message) }
-        if options.codec.passesThrough, let heard = state.timeline.held.first, let index = state.queue.firstIndex(where: { $0.id == heard.item }) {
-            // Packets cannot be cut like samples: the resume starts a fresh stream at the frame paused on.
-            try replace(with: index, songFrame: heard.songFrame, cut: false)
-        }
+        try reopenHeldPackets()
         if let partyState = frame(Messages.partyState(paused: true)) { fanout.broadcast(partyState) }
         let heard = state.timeline.held.first.flatMap { p in state.queue.first { $0.id == p.item }.map { ($0, p.songFrame) } }
         logger.info("paused\(heard.map { String(format: " at %.3f s of %@", Double($0.1) / Double($0.0.sampleRate), $0.0.view.title) } ?? "") (timeline frame \(cut))")
@@ -98,13 +92,9 @@ extension Party {
     func resume() throws(PartyCommandError) {
         guard state.timeline.paused else { return }
         let resumeAt = max(state.timeline.end, state.timeline.position(at: now() + Self.controlMarginNanoseconds))
-        if let first = state.timeline.resume(at: resumeAt), let index = state.queue.firstIndex(where: { $0.id == first.item }),
-           let metadata = frame(Messages.metadata(state.queue[index], streamIndex: state.streamIndex, start: resumeAt, songFrame: first.songFrame)) {
-            fanout.broadcast(metadata)
-        }
+        putBack(at: resumeAt)
         if let partyState = frame(Messages.partyState(paused: false)) { fanout.broadcast(partyState) }
         fadeEveryoneIn(at: resumeAt)
-        state.changeHeardFrom = resumeAt
         logger.info("resumed (timeline frame \(resumeAt))")
     }
 
@@ -305,6 +295,33 @@ extension Party {
         }
         fanout.flushChunks()
         return state.timeline.end
+    }
+
+    /// Takes back what was sent from `position` on and pauses the timeline there. What was taken
+    /// back plays first on resume: not a sample lost or repeated (the queue's last chunks too).
+    func takeBack(from position: UInt64) {
+        let withdrawn = withdraw(from: position)
+        state.pending.insert(contentsOf: withdrawn.flatMap(\.samples), at: 0)
+        if !withdrawn.isEmpty { state.reachedEnd = false }
+        state.timeline.pause(at: position)
+    }
+
+    /// Packets cannot be cut like samples: after `takeBack`, the resume starts a fresh stream at
+    /// the frame paused on.
+    func reopenHeldPackets() throws(PartyCommandError) {
+        guard options.codec.passesThrough, let heard = state.timeline.held.first,
+              let index = state.queue.firstIndex(where: { $0.id == heard.item }) else { return }
+        try replace(with: index, songFrame: heard.songFrame, cut: false)
+    }
+
+    /// Puts what `takeBack` held on the line from `position` on, and tells the listeners which
+    /// song plays there.
+    func putBack(at position: UInt64) {
+        if let first = state.timeline.resume(at: position), let index = state.queue.firstIndex(where: { $0.id == first.item }),
+           let metadata = frame(Messages.metadata(state.queue[index], streamIndex: state.streamIndex, start: position, songFrame: first.songFrame)) {
+            fanout.broadcast(metadata)
+        }
+        state.changeHeardFrom = position
     }
 
     /// Takes back every chunk from `position` on: from the backlog, the batch, and (by telling

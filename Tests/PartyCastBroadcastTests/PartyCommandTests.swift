@@ -21,9 +21,9 @@ final class PartyCommandTests: XCTestCase {
     /// Mono 48 kHz, 10 s: sample n is `base + n`.
     final class RampSource: PCMSource {
         let base: Float
-        let frames = 10 * PartyCommandTests.rate
+        let frames: Int
         var next = 0
-        init(base: Float) { self.base = base }
+        init(base: Float, frames: Int = 10 * PartyCommandTests.rate) { (self.base, self.frames) = (base, frames) }
         var format: AudioFormat? { AudioFormat(sampleRate: PartyCommandTests.rate, channels: 1) }
         var tags: TrackTags { TrackTags(title: "ramp from \(Int(base))") }
         var duration: Duration { .exact(frames: frames) }
@@ -93,6 +93,8 @@ final class PartyCommandTests: XCTestCase {
         party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
                       opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, companion: companion, now: { clock.now })
         channel = EmbeddedChannel()
+        decoder = WireFrameDecoder()
+        listener = Listener()
         XCTAssertNotNil(fanout.join(channel: channel, listenerID: "L1", name: "kitchen", host: "kitchen.local", address: "127.0.0.1", first: []))
     }
 
@@ -182,6 +184,25 @@ final class PartyCommandTests: XCTestCase {
         let gap = Int(resumeAt - cut - Self.chunk)
         assertSamples(listener.samples(from: cut + Self.chunk, count: gap), Array(repeating: nil, count: gap), "while paused")
         assertSamples(listener.samples(from: resumeAt, count: 24000), (0..<24000).map { Float(Int(cut) + $0) }, "from the resume")
+    }
+
+    /// Paused once the queue's last chunk has gone out, the resume still plays the rest of it.
+    func testAPauseAfterTheLastChunkWentOutLosesNothing() throws {
+        let frames = 57600  // 1.2 s: all sent by 0.5 s into it
+        makeParty([ResolvedSource(spec: "ramp:0", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in
+            RampSource(base: 0, frames: frames)
+        })])
+        try startAndPlay()
+        XCTAssertTrue(party.state.reachedEnd)
+        let cut = expectedCut()
+        XCTAssertNil(try command(.pause))
+        clock.advance(milliseconds: 2000)
+        let resumeAt = party.state.timeline.position(at: clock.now + Self.margin)
+        XCTAssertNil(try command(.resume))
+        clock.advance(milliseconds: 1000)
+        try pump()
+        let rest = frames - Int(cut)
+        assertSamples(listener.samples(from: resumeAt, count: rest), (0..<rest).map { Float(Int(cut) + $0) }, "from the resume")
     }
 
     /// The audio positions written to the listener since the last read, without a flush.
