@@ -296,6 +296,7 @@ final class PeerHandler: ChannelInboundHandler {
             fanout.update(id, bufferMilliseconds: Int(status.bufferMilliseconds),
                           syncErrorMicroseconds: status.hasSyncErrorMicroseconds ? Int(status.syncErrorMicroseconds) : nil,
                           clockBoundMicroseconds: status.hasClockBoundMicroseconds ? Int(status.clockBoundMicroseconds) : nil,
+                          clockSettled: status.hasClockSettled ? status.clockSettled : nil,
                           latencyOffsetMilliseconds: Int(max(-2000, min(2000, status.latencyOffsetMilliseconds))),
                           channel: ChannelAssignment(wire: status.channel))
         case (.joined(_, let name, _), .goodbye?):

@@ -78,6 +78,16 @@ extension Party {
     }
 
     func pause() throws(PartyCommandError) {
+        if startIsHeld {
+            // The start was held for the clocks, and is now held by the remote.
+            state.startGate = nil
+            startHeld.store(false, ordering: .releasing)
+            if let partyState = frame(Messages.partyState(paused: true)) { fanout.broadcast(partyState) }
+            logger.info("paused before the start")
+            return
+        }
+        // Paused before the start: its resume starts the song, clocks settled or not.
+        state.startGate = nil
         guard !state.timeline.paused else { return }
         let cut = try cutPosition()
         fadeEveryone(to: 0, endingAt: cut)
@@ -90,6 +100,7 @@ extension Party {
     }
 
     func resume() throws(PartyCommandError) {
+        if startIsHeld { return startHeldSong(because: "the remote resumed it") }
         guard state.timeline.paused else { return }
         let resumeAt = max(state.timeline.end, state.timeline.position(at: now() + Self.controlMarginNanoseconds))
         putBack(at: resumeAt)

@@ -17,6 +17,8 @@ public struct PeerInfo: Sendable {
     public var syncErrorMicroseconds: Int?
     /// Its own 99 % bound on its clock's error, as it last reported.
     public var clockBoundMicroseconds: Int?
+    /// Whether its clock has settled, as it last reported (nil: it does not say, or has no estimate yet).
+    public var clockSettled: Bool?
     /// The speaker delay it plays ahead of, as it last reported.
     public var latencyOffsetMilliseconds = 0
     /// The channel it plays, as it last reported.
@@ -316,9 +318,10 @@ public final class Fanout: Sendable {
         changed()
     }
 
-    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?,
+    func update(_ id: Int, bufferMilliseconds: Int, syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?, clockSettled: Bool?,
                 latencyOffsetMilliseconds: Int, channel: ChannelAssignment?) {
         state.withLockedValue { s in
+            s.peers[id]?.info.clockSettled = clockSettled
             if let channel { s.peers[id]?.info.channel = channel }
             s.peers[id]?.info.bufferMilliseconds = bufferMilliseconds
             s.peers[id]?.info.syncErrorMicroseconds = syncErrorMicroseconds

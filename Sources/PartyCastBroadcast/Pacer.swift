@@ -30,6 +30,11 @@ extension Party {
         guard try start() else { return false }
         while !stopRequested.load(ordering: .acquiring) {
             applyCommands()
+            if gateStart() {
+                // Held for the clocks: woken by the listeners' reports, a command or the deadline.
+                sleep(until: .max)
+                continue
+            }
             if state.timeline.paused {
                 // Nothing changes until a command comes: no wakeups meanwhile.
                 wakeup.wait(nanoseconds: 3_600_000_000_000)
@@ -38,9 +43,8 @@ extension Party {
             if state.reachedEnd {
                 // The last chunk has gone out: wait for it to be heard (or for a command that adds more).
                 let end = state.timeline.presentationTime(ofFrame: state.timeline.end)
-                let time = now()
-                if time >= end { break }
-                wakeup.wait(nanoseconds: end - time)
+                if now() >= end { break }
+                sleep(until: end)
                 continue
             }
             // What falls due within the batch window goes out together, so each listener gets one
@@ -50,7 +54,7 @@ extension Party {
             if due > now() + Self.batchWindowNanoseconds {
                 fanout.flushChunks()
                 pruneHeard()
-                wakeup.wait(nanoseconds: due - min(due, now()))
+                sleep(until: due)
                 continue
             }
             try sendNextChunk()
@@ -61,10 +65,17 @@ extension Party {
         return true
     }
 
+    /// Sleeps until `deadline`, or the start gate's if sooner (StartGate.swift), or a command.
+    private func sleep(until deadline: UInt64) {
+        let wake = min(deadline, startGateDue ?? .max)
+        wakeup.wait(nanoseconds: wake - min(wake, now()))
+    }
+
     /// Sets the timeline's origin `startInSeconds` from now and opens the first item that plays;
     /// false when stopped meanwhile.
     func start() throws(PartyCastError) -> Bool {
         state.timeline = Timeline(origin: now() + UInt64(options.startInSeconds * 1e9))
+        state.startGate = .pending
         publishState()
         // Every source failed: the broadcast has nothing to play, and the reason is the last one.
         guard try openFirstPlayable(from: 0) else {

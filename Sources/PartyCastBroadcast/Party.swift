@@ -16,6 +16,9 @@ public struct BroadcastOptions: Sendable {
     public var startInSeconds = 1.0
     /// How far ahead of its presentation time each chunk is sent (`--buffer`).
     public var leadMilliseconds = 1000
+    /// The start waits at most this long past `startInSeconds` for the clocks of the listeners
+    /// joined by then to settle (StartGate.swift); 0: it does not wait.
+    public var settleWaitSeconds = 8.0
     public var loop = false
 
     public init(name: String) { self.name = name }
@@ -60,6 +63,8 @@ public final class Party: PartyControl {
     private let replacedReports = LockedValueBox((count: 0, loggedAt: UInt64(0)))
     let wakeup = Wakeup()
     let stopRequested = Atomic<Bool>(false)
+    /// Whether the start is held for the listeners' clocks: their reports wake the pacer then.
+    let startHeld = Atomic<Bool>(false)
     let published = LockedValueBox(Published())
     private let subscribers = LockedValueBox(Subscribers())
 
@@ -104,7 +109,11 @@ public final class Party: PartyControl {
             p.view.name = options.name
             p.covers = covers
         }
-        fanout.observe { [weak self] in self?.republish() }
+        fanout.observe { [weak self] in
+            guard let self else { return }
+            republish()
+            if startHeld.load(ordering: .acquiring) { wakeup.signal() }
+        }
     }
 
     /// What the pacer thread alone reads and changes.
@@ -133,6 +142,8 @@ public final class Party: PartyControl {
         var changeHeardFrom: UInt64 = 0
         /// The companion's last report and when it was applied (`now`).
         var companionReport: (report: SourceReport, at: UInt64)?
+        /// Whether the start waits for the listeners' clocks; nil once the song has started.
+        var startGate: StartGate?
     }
 
     enum Request: Sendable {
@@ -361,14 +372,16 @@ public final class Party: PartyControl {
         let gains = state.gains
         let changeHeardFrom = state.changeHeardFrom
         let toneHertz = state.tone?.frequency
-        let paused = timeline.paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
+        // A start held for the clocks is not a pause the remotes made: nothing is heard yet.
+        let paused = timeline.paused && !startIsHeld
+        let pausedAt = paused ? timeline.held.first.map { (item: $0.item, songFrame: $0.songFrame) } : nil
         published.withLockedValue { p in
             p.view.queue = view
-            p.view.paused = timeline.paused
+            p.view.paused = paused
             p.view.volume = gains.partyVolume
             p.view.toneHertz = toneHertz
             p.segments = timeline.segments
-            p.pausedAt = paused
+            p.pausedAt = pausedAt
             p.origin = timeline.origin
             p.changeHeardFrom = changeHeardFrom
             p.sampleRate = timeline.sampleRate

@@ -23,6 +23,20 @@ extension Party {
         updateGreeting()
     }
 
+    /// Everyone silent from `position` on, at once: the start held (StartGate.swift) at a frame
+    /// nothing has been heard from yet, so that what a codec's delay carries over from the audio
+    /// taken back (Opus: 6.5 ms of it, just before the song) is not heard.
+    func silenceEveryone(from position: UInt64) {
+        for id in everyone { sendGain(0, at: position, ramp: 0, to: id) }
+        updateGreeting()
+    }
+
+    /// Everyone at its own gain from `position` on, at once: the song's first sample whole.
+    func restoreEveryone(at position: UInt64) {
+        for id in everyone { sendGain(state.gains.gain(of: id), at: position, ramp: 0, to: id) }
+        updateGreeting()
+    }
+
     /// A volume change, heard after the control margin (paused: when the party resumes).
     func ramp(_ id: String) {
         updateGreeting()

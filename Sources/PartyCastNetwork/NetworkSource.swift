@@ -37,8 +37,16 @@ public final class NetworkSource: ScheduledPCMSource {
         let clockSync: ClockSync
         fileprivate let connection = LockedValueBox<BroadcastClient?>(nil)
         private let stopped = Atomic<Bool>(false)
+        /// The last report, which a change of the clock's settling sends again at once.
+        private let lastStatus = LockedValueBox(PCStatus())
 
-        public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil) { clockSync = ClockSync(clock: clock, log: clockLog) }
+        public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil) {
+            clockSync = ClockSync(clock: clock, log: clockLog)
+            clockSync.observeSettling { [weak self] _ in
+                guard let self else { return }
+                send(lastStatus.withLockedValue { $0 })
+            }
+        }
 
         /// Stops connecting, reconnecting and waiting, and closes the connection; the source's next
         /// call returns promptly.
@@ -64,6 +72,14 @@ public final class NetworkSource: ScheduledPCMSource {
             status.channel = channel.wire
             if let error = syncErrorMicroseconds { status.syncErrorMicroseconds = Int32(clamping: error) }
             if syncErrorMicroseconds != nil, let bound = clockBoundMicroseconds { status.clockBoundMicroseconds = UInt32(clamping: bound) }
+            lastStatus.withLockedValue { $0 = status }
+            send(status)
+        }
+
+        /// Sends `status` with the clock's settling as it is now.
+        private func send(_ status: PCStatus) {
+            var status = status
+            if let settled = clockSync.isSettled { status.clockSettled = settled }
             var envelope = PCEnvelope()
             envelope.body = .status(status)
             connection.withLockedValue { $0?.sendIfJoined(envelope) }

@@ -67,6 +67,9 @@ struct Share: AsyncParsableCommand {
     @Option(name: .customLong("start-in"), help: "Start playback this many seconds after launch, so early joiners all start at the first sample.")
     var startIn = 1.0
 
+    @Option(name: .customLong("settle-wait"), help: "Hold the start up to this many seconds more while the clock of a listener joined by then has not settled (on Wi-Fi, its first seconds are its worst); 0 never holds it.")
+    var settleWait = 8.0
+
     @Option(help: "Milliseconds of audio sent ahead of playback: the network stall every listener rides out (see README).")
     var buffer = 1000
 
@@ -106,6 +109,7 @@ struct Share: AsyncParsableCommand {
         }
         guard !sources.isEmpty else { throw ValidationError("give at least one source") }
         guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
+        guard settleWait >= 0, settleWait <= 60 else { throw ValidationError("--settle-wait must be 0…60 seconds") }
         // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
         guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
         guard !(sendspin && noSendspin) else { throw ValidationError("--sendspin and --no-sendspin contradict each other") }
@@ -153,6 +157,7 @@ struct Share: AsyncParsableCommand {
         options.codec = WireCodecs.named(codec)!
         options.bitrateKbps = bitrate
         options.startInSeconds = startIn
+        options.settleWaitSeconds = settleWait
         options.leadMilliseconds = buffer
         options.loop = loop
         let playable = try playableSources(options: sourceOptions(logger: logger), logger: logger)

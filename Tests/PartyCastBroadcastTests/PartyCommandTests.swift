@@ -308,7 +308,7 @@ final class PartyCommandTests: XCTestCase {
         try startAndPlay()
         let hall = EmbeddedChannel()
         let hallID = try XCTUnwrap(party.fanout.join(channel: hall, listenerID: "L2", name: "hall", host: "hall.local", address: "127.0.0.2", first: []))
-        party.fanout.update(hallID, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, latencyOffsetMilliseconds: 0, channel: .right)
+        party.fanout.update(hallID, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, clockSettled: nil, latencyOffsetMilliseconds: 0, channel: .right)
         XCTAssertEqual(party.snapshot.listeners.map { [$0.id, $0.channel.rawValue] }, [["L1", "stereo"], ["L2", "right"]])
         _ = try greeting(hall)
 
@@ -320,7 +320,7 @@ final class PartyCommandTests: XCTestCase {
         XCTAssertFalse(try greeting(hall).contains { if case .listenerSettings? = $0.body { true } else { false } }, "the others are told nothing")
         XCTAssertEqual(party.snapshot.listeners.map(\.channel), [.left, .right])
         // The listener's report of its own --channel does not hide what the remote set.
-        party.fanout.update(1, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, latencyOffsetMilliseconds: 0, channel: .stereo)
+        party.fanout.update(1, bufferMilliseconds: 900, syncErrorMicroseconds: 3, clockBoundMicroseconds: 5, clockSettled: nil, latencyOffsetMilliseconds: 0, channel: .stereo)
         XCTAssertEqual(party.snapshot.listeners.map(\.channel), [.left, .right])
         XCTAssertEqual(try command(.channel(listener: "garden", .right))?.kind, .notFound)
 

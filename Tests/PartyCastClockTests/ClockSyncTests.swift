@@ -1,6 +1,7 @@
 @testable import PartyCastClock
 import PartyCastCore
 import PartyCastSources
+import Synchronization
 import XCTest
 
 /// When the clock sync first lets the player place audio: not on one exchange across a link that
@@ -82,11 +83,15 @@ final class ClockSyncTests: XCTestCase {
     }
 
     /// When a listener that joined `startsIn` before the song (negative: after it started) on `link`
-    /// is first placed, from its first exchange, and its line's greatest error over the 5 s after (µs).
-    func firstPlacement(on link: JitteryLink, startsIn: Int64) -> (placedAt: Int64, error: Double)? {
+    /// is first placed, from its first exchange, its line's greatest error over the 5 s after (µs),
+    /// and each change of its clock's settling its observer heard, with when (from the first exchange).
+    func firstPlacement(on link: JitteryLink, startsIn: Int64) -> (placedAt: Int64, error: Double, settling: [(settled: Bool, at: Int64)])? {
         var link = link
         let sync = ClockSync(clock: .system)
         sync.connected()
+        let settling = Mutex<[(settled: Bool, at: Int64)]>([])
+        let delivering = Mutex<Int64>(0)
+        sync.observeSettling { settled in settling.withLock { $0.append((settled, delivering.withLock { $0 })) } }
         // The link's clocks are the test's; the sync takes exchanges from its connection on.
         let shift = sync.clock.now() - joinTime
         let origin = link.remote(atLocal: joinTime) + startsIn
@@ -94,6 +99,7 @@ final class ClockSyncTests: XCTestCase {
         var estimator = ClockEstimator(), placedAt: Int64?, error = 0.0
         link.run(&estimator, duration: ClockSync.settlingWait + 6 * second, deliver: { estimator, sample in
             estimator.add(sample)
+            delivering.withLock { $0 = sample.t4 - joinTime }
             sync.record(ClockSample(t1: sample.t1 + shift, t2: sample.t2, t3: sample.t3, t4: sample.t4 + shift))
         }, probe: { local, _, link in
             guard let line = sync.schedule.line(orElse: nil) else { return }
@@ -102,7 +108,8 @@ final class ClockSyncTests: XCTestCase {
             let truth = Double(link.remote(atLocal: local) - origin) * 48e-6
             error = max(error, abs(line.frame(at: local + shift) - truth) / 48e-3)
         })
-        return placedAt.map { ($0, error) }
+        XCTAssertEqual(settling.withLock { $0.last?.settled }, sync.isSettled, "the last change heard is the clock's state")
+        return placedAt.map { ($0, error, settling.withLock { $0 }) }
     }
 
     /// A listener that joins a song already playing waits until its clock has settled: on a quiet
@@ -117,6 +124,7 @@ final class ClockSyncTests: XCTestCase {
             let early = try XCTUnwrap(firstPlacement(on: quiet, startsIn: 10 * second))
             print("seed \(seed), quiet: placed at \(late.placedAt / millisecond) ms late, \(early.placedAt / millisecond) ms early")
             XCTAssertEqual(late.placedAt, early.placedAt, "seed \(seed): a late joiner on a quiet link waits")
+            XCTAssertEqual(late.settling.first?.settled, true, "seed \(seed): a quiet link's clock settles on its first estimate")
 
             let orderKept = JitteryLink(offset: 2 * second, driftPPM: seed % 2 == 0 ? 80 : -60, upJitter: 20 * millisecond,
                                         downJitter: 20 * millisecond, random: SplitMix64(seed: seed), keepsOrder: true,
@@ -129,6 +137,12 @@ final class ClockSyncTests: XCTestCase {
             XCTAssertGreaterThan(settled.placedAt, first.placedAt + second, "seed \(seed)")
             XCTAssertLessThanOrEqual(settled.placedAt, ClockSync.settlingWait + 100 * millisecond, "seed \(seed)")
             XCTAssertLessThan(settled.error, first.error, "seed \(seed)")
+            // The broadcaster hears of it as it changes, from the first estimate on: unsettled, and
+            // settled with the exchange that let the late joiner in (unless the wait ran out first).
+            XCTAssertEqual(settled.settling.first?.settled, false, "seed \(seed)")
+            XCTAssertFalse(zip(settled.settling, settled.settling.dropFirst()).contains { $0.settled == $1.settled }, "seed \(seed): only changes")
+            let settledAt = try XCTUnwrap(settled.settling.first { $0.settled }?.at, "seed \(seed)")
+            if settledAt < ClockSync.settlingWait { XCTAssertEqual(settled.placedAt, settledAt, accuracy: 10 * millisecond, "seed \(seed)") }
         }
     }
 }

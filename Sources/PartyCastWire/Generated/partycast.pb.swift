@@ -684,12 +684,25 @@ public nonisolated struct PCStatus: Sendable {
   /// The channel it plays (its --channel, or what the remote set).
   public var channel: PCChannelAssignment = .channelUnspecified
 
+  /// Whether its clock has settled: its bound within 500 µs, or its drift pinned within 30 ppm.
+  /// Sent again as soon as that changes. The broadcaster holds the party's start for listeners that
+  /// say it has not (at most its --settle-wait); absent before the first estimate and without sync.
+  public var clockSettled: Bool {
+    get {_clockSettled ?? false}
+    set {_clockSettled = newValue}
+  }
+  /// Returns true if `clockSettled` has been explicitly set.
+  public var hasClockSettled: Bool {self._clockSettled != nil}
+  /// Clears the value of `clockSettled`. Subsequent reads from it will return its default value.
+  public mutating func clearClockSettled() {self._clockSettled = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _syncErrorMicroseconds: Int32? = nil
   fileprivate var _clockBoundMicroseconds: UInt32? = nil
+  fileprivate var _clockSettled: Bool? = nil
 }
 
 /// One UDP datagram of the clock exchange, either way (not an Envelope, not length-prefixed). t2 is
@@ -1725,7 +1738,7 @@ nonisolated extension PCClockResponse: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0\u{3}clock_bound_microseconds\0\u{1}channel\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}buffer_milliseconds\0\u{3}sync_error_microseconds\0\u{1}underruns\0\u{3}played_position\0\u{3}latency_offset_milliseconds\0\u{3}clock_bound_microseconds\0\u{1}channel\0\u{3}clock_settled\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1740,6 +1753,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
       case 5: try { try decoder.decodeSingularSInt32Field(value: &self.latencyOffsetMilliseconds) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self._clockBoundMicroseconds) }()
       case 7: try { try decoder.decodeSingularEnumField(value: &self.channel) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self._clockSettled) }()
       default: break
       }
     }
@@ -1771,6 +1785,9 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if self.channel != .channelUnspecified {
       try visitor.visitSingularEnumField(value: self.channel, fieldNumber: 7)
     }
+    try { if let v = self._clockSettled {
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 8)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1782,6 +1799,7 @@ nonisolated extension PCStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
     if lhs.latencyOffsetMilliseconds != rhs.latencyOffsetMilliseconds {return false}
     if lhs._clockBoundMicroseconds != rhs._clockBoundMicroseconds {return false}
     if lhs.channel != rhs.channel {return false}
+    if lhs._clockSettled != rhs._clockSettled {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
