@@ -352,7 +352,7 @@ public final class Party: PartyControl {
                                               latencyOffsetMilliseconds: settings.latencyOffsetMilliseconds ?? peer.latencyOffsetMilliseconds,
                                               channel: settings.channel ?? peer.channel,
                                               bufferMilliseconds: peer.bufferMilliseconds, syncErrorMicroseconds: peer.syncErrorMicroseconds,
-                                              clockBoundMicroseconds: peer.clockBoundMicroseconds)
+                                              clockBoundMicroseconds: peer.clockBoundMicroseconds, clockSettled: peer.clockSettled)
             }
             return view
         }

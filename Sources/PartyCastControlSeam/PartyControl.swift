@@ -97,10 +97,13 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
         public var syncErrorMicroseconds: Int?
         /// The listener's own 99 % bound on its clock's error against the broadcaster's.
         public var clockBoundMicroseconds: Int?
+        /// Whether its clock has settled, as it last said (nil: it does not say): a start waits
+        /// for one that has not.
+        public var clockSettled: Bool?
 
         public init(id: String, name: String, host: String, address: String, volume: Int, muted: Bool,
                     latencyOffsetMilliseconds: Int, channel: ChannelAssignment = .stereo, bufferMilliseconds: Int?,
-                    syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?) {
+                    syncErrorMicroseconds: Int?, clockBoundMicroseconds: Int?, clockSettled: Bool? = nil) {
             self.id = id
             self.name = name
             self.host = host
@@ -112,6 +115,7 @@ public struct PartySnapshot: Sendable, Equatable, Codable {
             self.bufferMilliseconds = bufferMilliseconds
             self.syncErrorMicroseconds = syncErrorMicroseconds
             self.clockBoundMicroseconds = clockBoundMicroseconds
+            self.clockSettled = clockSettled
         }
     }
 

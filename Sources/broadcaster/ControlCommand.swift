@@ -242,7 +242,8 @@ struct Ctl: AsyncParsableCommand {
     static func line(of l: PartySnapshot.Listener) -> String {
         let buffer = l.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer –"
         let sync = l.syncErrorMicroseconds.map { "sync \(String(format: "%+.1f", Double($0) / 1000)) ms" } ?? "sync –"
-        let clock = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+        let bound = l.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+        let clock = l.clockSettled == false ? (bound.isEmpty ? "  clock settling" : bound + " settling") : bound
         return "[\(String(untrusted: l.id, limit: 40))] \(String(untrusted: l.name, limit: 60)) (\(String(untrusted: l.host, limit: 60)))  "
             + "volume \(l.volume)%\(l.muted ? " muted" : "")  offset \(l.latencyOffsetMilliseconds) ms  channel \(l.channel.rawValue)  \(buffer)  \(sync)\(clock)"
     }

@@ -33,7 +33,8 @@ struct StatusDisplay: Service {
         for peer in peers {
             let buffer = peer.bufferMilliseconds.map { "buffer \($0) ms" } ?? "buffer ?"
             let sync = peer.syncErrorMicroseconds.map { "sync \($0 >= 0 ? "+" : "")\($0) µs" } ?? "sync –"
-            let clock = peer.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+            let bound = peer.clockBoundMicroseconds.map { "  clock ±\($0) µs" } ?? ""
+            let clock = peer.clockSettled == false ? (bound.isEmpty ? "  clock settling" : bound + " settling") : bound
             lines.append("    \(peer.name) @ \(peer.host) (\(peer.address))  \(buffer)  \(sync)\(clock)" + (peer.skippedChunks > 0 ? "  skipped \(peer.skippedChunks)" : ""))
         }
         return lines

@@ -38,6 +38,7 @@ extension PartyCommandTests {
         XCTAssertTrue(listener.chunks.isEmpty)
         XCTAssertFalse(party.snapshot.paused, "a hold for the clocks is not the remote's pause")
         XCTAssertNil(party.snapshot.current, "nothing is heard yet")
+        XCTAssertEqual(party.snapshot.listeners.map(\.clockSettled), [false], "the remotes see whom the start waits for")
 
         clock.advance(milliseconds: 2000)
         XCTAssertTrue(party.gateStart())

@@ -257,7 +257,9 @@ function renderListeners(next) {
     setValue($(".channel", row), listener.channel);
     $(".buffer", row).textContent = listener.bufferMilliseconds == null ? "–" : listener.bufferMilliseconds + " ms";
     $(".sync", row).textContent = listener.syncErrorMicroseconds == null ? "–" : (listener.syncErrorMicroseconds / 1000).toFixed(1) + " ms";
-    $(".clock", row).textContent = listener.clockBoundMicroseconds == null ? "–" : "±" + listener.clockBoundMicroseconds + " µs";
+    const bound = listener.clockBoundMicroseconds == null ? "" : "±" + listener.clockBoundMicroseconds + " µs";
+    const settling = listener.clockSettled === false ? "settling" : "";
+    $(".clock", row).textContent = [bound, settling].filter((part) => part).join(" ") || "–";
   }
 }
 
