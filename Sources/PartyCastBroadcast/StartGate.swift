@@ -43,10 +43,10 @@ extension Party {
     func gateStart() -> Bool {
         guard let gate = state.startGate, let due = startGateDue else { return false }
         let time = now()
-        let unsettled = fanout.peers.filter { $0.clockSettled == false }.map(\.name)
         switch gate {
         case .pending:
             guard time >= due else { return false }
+            let unsettled = unsettledListeners
             guard !unsettled.isEmpty, options.settleWaitSeconds > 0 else {
                 state.startGate = nil
                 return false
@@ -63,6 +63,7 @@ extension Party {
             logger.info("holding the start until the clocks of \(Self.named(unsettled)) settle (at most \(options.settleWaitSeconds) s)")
             return true
         case .holding:
+            let unsettled = unsettledListeners
             guard unsettled.isEmpty || time >= due else { return true }
             startHeldSong(because: unsettled.isEmpty ? "every listener's clock has settled" : "\(Self.named(unsettled)) still settling")
             return false
@@ -80,6 +81,11 @@ extension Party {
         restoreEveryone(at: startAt)
         publishState()
         logger.info("starting after a hold of \(String(format: "%.1f", Double(time &- since) / 1e9)) s: \(reason)")
+    }
+
+    /// The listeners that last said their clock has not settled.
+    private var unsettledListeners: [String] {
+        fanout.peers.filter { $0.clockSettled == false }.map(\.name)
     }
 
     /// Up to three listeners by name, and how many more.
