@@ -72,6 +72,8 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
     var oracle = FloorOracle()
     var order = AnswerOrder(), sequence: UInt64 = 0
     var nextSend: Int64 = 0, nextProbe: Int64 = 0
+    // As ClockRequester, a sparse request's answer brings a follow-up at once.
+    var followUps = ClockFollowUps()
     // ClockRequester never sends faster than half the least of the last 32 round trips.
     var roundTrips: [Int64] = []
 
@@ -85,9 +87,14 @@ func simulate(_ trace: Trace, _ schedule: Schedule, seed: UInt64, duration: Int6
             estimator.add(sample)
             baseline.add(sample)
             roundTrips = roundTrips.suffix(31) + [sample.roundTrip]
+            if schedule == .adaptive {
+                followUps.answered(sequence: answered)
+                if followUps.isDue { nextSend = min(nextSend, nextArrival) }
+            }
         } else if nextSend <= nextProbe {
             if nextSend >= judgedFrom { errors.new.exchanges += 1 }
             sequence += 1
+            followUps.sent(sequence: sequence, at: nextSend)
             if let received = outbound.arrival(sentAt: nextSend, random: &random) {
                 let replied = received + Int64.random(in: 5 * microsecond...30 * microsecond, using: &random)
                 if let arrival = inbound.arrival(sentAt: replied, random: &random) {

@@ -65,13 +65,15 @@ public struct ClockMapping: Sendable, Equatable {
 /// - 0–20 ms jitter (noise ~10 ms): 2.5 ms until 16 s, 5 ms at 32 s, 10 ms from 64 s. A flat 20 ms after
 ///   the first second gives p99 210 µs, 5 ms until 15 s then 20 ms 74 µs.
 /// - 0–5 ms jitter (noise ~2.5 ms): 10 ms at 16 s, 40 ms from 64 s; 10 ms from 16 s on where order is kept.
-/// - A quiet link (noise ~10–20 µs): the sparsest, 250 ms, from a few seconds on. Not 1 s, nor 500 ms:
+/// - A quiet link (noise ~10–20 µs): the sparsest from a few seconds on, once 250 ms. Not 1 s, nor 500 ms:
 ///   a real path's least delay is itself noisy (a relay or NIC that happens to be awake forwards
 ///   faster), and with few points a second the envelope rests on a few rare low points that come and
 ///   go. bench-sync (a CPU hog running), p99 of the LAN's worst pair / the quiet relay's far listener:
 ///   every 100 ms 24, 15 / 20, 24 µs; 250 ms 26, 25 / 9, 32 µs; 500 ms 29, 54 / 105, 53 µs; 1 s gave
 ///   steps of 30–70 µs. Four a second (~0.5 kB/s) keep enough such points in the window to rest on,
 ///   and let the glitch test judge them; each exchange costs a listener ~0.15 ms of CPU on loopback.
+///   Since then a request this sparse brings a follow-up as soon as it is answered, which finds the
+///   path awake (`coldAfter`, `ClockFollowUps`): pairs every 500 ms, as many exchanges as before.
 public struct ClockExchangeSchedule: Sendable {
     /// Interval × noise (ns²) once the window is full: 10 ms at a noise of 10 ms.
     static let budget = 1e14
@@ -96,13 +98,19 @@ public struct ClockExchangeSchedule: Sendable {
     /// commit). A link whose noise is 10 ms or more (the judged one) is paced by its noise either way,
     /// and one under 0.1 ms (quiet) by `sparsest`.
     static let orderKeptCoverage = 0.25
-    static let sparsest: Int64 = 250_000_000
+    static let sparsest: Int64 = 500_000_000
+    /// A request sent this long after the one before finds the path cold: the threads and caches on
+    /// its way asleep, which adds tens of µs, mostly on the way out (a quiet relay on a VM at 4
+    /// exchanges a second: the outbound delay's least 33–45 µs and tenth percentile 77–88 µs, against
+    /// 9–14 and 27–33 at 5 ms apart; inbound 23–37 and 44–45 against 8–14 and 14–26). Another goes
+    /// as soon as its answer comes, which finds the path awake (`ClockFollowUps`).
+    public static let coldAfter: Int64 = 50_000_000
 
     public init() {}
 
     /// - The first second: every 5 ms, while there is no noise to go by (~200 exchanges: the offset is
     ///   good within a few hundred ms, and the drift fit starts from a span of 0.5 s).
-    /// - Then `budget` / noise × (time since join / window), between 2.5 ms and 250 ms; 20 ms while the
+    /// - Then `budget` / noise × (time since join / window), between 2.5 ms and 500 ms; 20 ms while the
     ///   noise is unknown (no answer yet). Where order is kept the time since join counts only up to
     ///   `orderKeptCoverage` of the window.
     /// - Never more often than once per noise where answers do not overtake each other (Wi-Fi, TCP:
@@ -135,3 +143,28 @@ public struct ClockExchangeSchedule: Sendable {
         return interval >= Double(Self.sparsest) ? Self.sparsest : max(Int64(interval), Self.densest)
     }
 }
+
+/// Which request's answer brings a follow-up: one sent `ClockExchangeSchedule.coldAfter` or more
+/// after the one before, whose follow-up goes the moment it is answered. A follow-up is never cold
+/// itself, whatever the round trip: on a path slower than `coldAfter` each would bring the next.
+public struct ClockFollowUps: Sendable {
+    private var lastSentAt: Int64?
+    private var coldSequence: UInt64?
+    /// Whether the next request is a follow-up, due at once.
+    public private(set) var isDue = false
+
+    public init() {}
+
+    public mutating func sent(sequence: UInt64, at time: Int64) {
+        let cold = !isDue && lastSentAt.map { time &- $0 >= ClockExchangeSchedule.coldAfter } ?? true
+        (coldSequence, lastSentAt, isDue) = (cold ? sequence : nil, time, false)
+    }
+
+    /// An authentic answer to the request of `sequence`.
+    public mutating func answered(sequence: UInt64) {
+        guard sequence == coldSequence else { return }
+        coldSequence = nil
+        isDue = true
+    }
+}
+

@@ -10,7 +10,8 @@
 /// Storage is a time-sorted ring of `binWidth` bins, each holding its lowest point, so the window's
 /// length does not depend on how often the listener exchanges. Another point of a bin could only
 /// matter if it lay within drift × `binWidth` (15 µs at 150 ppm) of the lowest, which jitter makes
-/// rare, and a quiet link exchanges every 250 ms: a point a bin at most.
+/// rare, and a quiet link exchanges in pairs every 500 ms: a pair a bin at most, whose lowest point is
+/// the follow-up that found the path awake.
 struct DelayEnvelope: Sendable {
     struct Point: Sendable {
         var time: Int64
@@ -343,6 +344,8 @@ struct DelayEnvelope: Sendable {
     private(set) var hullCount = 0
     /// The mean time of the points the last fit kept, from its reference.
     private(set) var meanTime = 0.0
+    /// The slope of the last fit's hull at its mean time: this direction's own drift (clamped).
+    private(set) var ownSlope = 0.0
     private var fitReference: Int64 = 0
     /// What the values of the last fit are relative to.
     private(set) var fitBase: Int64 = 0
@@ -419,6 +422,7 @@ struct DelayEnvelope: Sendable {
             slope = Double(b.value &- a.value) / Double(b.time &- a.time)
         }
         slope = min(max(slope, -maximumSlope), maximumSlope)
+        if excluded == nil { ownSlope = slope }
         // On the hull edge itself unless clamped.
         return Line(reference: reference, base: base, level: level(slope: slope), slope: slope)
     }

@@ -140,6 +140,7 @@ struct Exchange {
     private var roundTrips = [Int64](repeating: 0, count: recentRoundTrips)
     private var answers = 0
     private var order = AnswerOrder()
+    private var followUps = ClockFollowUps()
 
     init(datagrams: ClockRequester.Datagrams?, sync: ClockSync) {
         self.datagrams = datagrams
@@ -208,6 +209,7 @@ struct Exchange {
                 batch.append(sample)
             }
             if !batch.isEmpty { sync.record(batch) }
+            if followUps.isDue { due = min(due, sync.clock.now()) }
         }
     }
 
@@ -218,9 +220,12 @@ struct Exchange {
     }
 
     private mutating func send(on socket: ClockSocket, _ datagrams: ClockRequester.Datagrams) {
-        guard let bytes: [UInt8] = try? nextRequest(datagrams).serializedBytes() else { return }
+        let request = nextRequest(datagrams)
+        guard let bytes: [UInt8] = try? request.serializedBytes() else { return }
         socket.send(bytes)
         unansweredInARow += 1
+        // Sealing zeroes the times in the request itself; its in-flight slot keeps t1.
+        followUps.sent(sequence: request.sequence, at: inFlight[Int(request.sequence % UInt64(Self.inFlightCapacity))].t1)
     }
 
     /// The next request, t1 read now (sealing and sending take a few µs, which only add delay), and
@@ -250,6 +255,7 @@ struct Exchange {
         guard answer.sequence != 0, inFlight[slot].sequence == answer.sequence, inFlight[slot].t1 == answer.t1 else { return nil }
         inFlight[slot] = (0, 0)
         order.record(sequence: answer.sequence)
+        followUps.answered(sequence: answer.sequence)
         return ClockSample(t1: answer.t1, t2: answer.t2, t3: answer.t3, t4: arrivedAt)
     }
 

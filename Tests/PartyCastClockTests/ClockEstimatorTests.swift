@@ -265,7 +265,8 @@ final class ClockEstimatorTests: XCTestCase {
             XCTAssertEqual(schedule.interval(sinceJoin: 900 * millisecond, linkNoise: noise, answersOvertake: true, readsTopEdge: false), 5 * millisecond)
         }
         XCTAssertEqual(schedule.interval(sinceJoin: 2 * second, linkNoise: nil, answersOvertake: true, readsTopEdge: false), 20 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: true, readsTopEdge: false), 250 * millisecond)
+        // Pairs (`ClockExchangeSchedule.coldAfter`): as many exchanges as singles every 250 ms.
+        XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: true, readsTopEdge: false), 500 * millisecond)
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 2_500_000)
         XCTAssertEqual(schedule.interval(sinceJoin: 20 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 3_125_000)
         XCTAssertEqual(schedule.interval(sinceJoin: 600 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 10 * millisecond)
@@ -278,6 +279,32 @@ final class ClockEstimatorTests: XCTestCase {
                 previous = interval
             }
         }
+    }
+
+    /// A sparse request's answer brings one follow-up at once. The follow-up brings none, however
+    /// slow the path (a round trip over `coldAfter` would otherwise chain them), nor does a request
+    /// sent soon after the one before, nor another request's answer.
+    func testASparseRequestsAnswerBringsOneFollowUp() {
+        let cold = ClockExchangeSchedule.coldAfter
+        var followUps = ClockFollowUps()
+        followUps.sent(sequence: 1, at: 0)
+        XCTAssertFalse(followUps.isDue, "not before the answer")
+        followUps.answered(sequence: 1)
+        XCTAssertTrue(followUps.isDue, "the first request finds the path cold")
+        followUps.sent(sequence: 2, at: 2 * cold)
+        XCTAssertFalse(followUps.isDue)
+        followUps.answered(sequence: 2)
+        XCTAssertFalse(followUps.isDue, "a follow-up brings none, after a round trip of 2 × coldAfter")
+        followUps.sent(sequence: 3, at: 3 * cold - 1)
+        followUps.answered(sequence: 3)
+        XCTAssertFalse(followUps.isDue, "sent within coldAfter of the one before")
+        followUps.sent(sequence: 4, at: 10 * cold)
+        followUps.answered(sequence: 3)
+        XCTAssertFalse(followUps.isDue, "another request's answer")
+        followUps.answered(sequence: 4)
+        XCTAssertTrue(followUps.isDue)
+        followUps.sent(sequence: 5, at: 10 * cold + 1)
+        XCTAssertFalse(followUps.isDue, "sent")
     }
 
     func testSampleArithmeticAndMappingKeepNanosecondsWithClocksFarApart() {

@@ -190,6 +190,32 @@ final class ClockExchangeTests: XCTestCase {
         XCTAssertEqual(tcpRequests.withLockedValue { $0 }, 0, "UDP was answered: no exchange went over TCP")
     }
 
+    /// A request sent after a quiet spell (the pace of a quiet link, from its second second on)
+    /// finds the path cold; its answer brings a follow-up at once, which finds the path awake.
+    func testARequestAfterAQuietSpellIsFollowedAtOnceByAnother() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("clock-follow-up-\(getpid()).txt").path
+        defer { unlink(path) }
+        let sync = ClockSync(clock: .system, log: try ClockExchangeLog(path: path, clock: .system))
+        sync.connected()
+        let requester = try ClockRequester(datagrams: .init(host: "127.0.0.1", port: responder.port, token: responder.admit(key: nil), key: nil),
+                                           sync: sync, logger: Logger(label: "test")) { _ in }
+        defer { requester.stop() }
+        func exchanges() throws -> [ClockSample] {
+            try XCTUnwrap(ClockExchangeLog.read(try String(contentsOfFile: path, encoding: .utf8)[...])).samples.sorted { $0.t1 < $1.t1 }
+        }
+        /// The exchanges whose request went `coldAfter` or more after the one before, and one came after them.
+        func cold(_ exchanges: [ClockSample]) -> [Int] {
+            exchanges.indices.dropFirst().dropLast().filter { exchanges[$0].t1 - exchanges[$0 - 1].t1 >= ClockExchangeSchedule.coldAfter }
+        }
+        XCTAssertTrue(try waitUntil(timeout: 20) { try cold(exchanges()).count >= 4 }, "a quiet link's pace is sparser than coldAfter")
+        let taken = try exchanges()
+        for index in cold(taken) {
+            let wait = taken[index + 1].t1 - taken[index].t4
+            // The paced interval here is 150–500 ms; the follow-up waits only for the answer.
+            XCTAssertTrue((0..<25_000_000).contains(wait), "exchange \(index + 1) went \(wait / 1000) µs after the answer to a cold one")
+        }
+    }
+
     /// `--clock-log`: the log holds the listener's clock and every exchange the estimator took, in
     /// order, so replaying it gives exactly the listener's own estimate.
     func testTheClockLogReplaysToTheListenersOwnEstimate() throws {

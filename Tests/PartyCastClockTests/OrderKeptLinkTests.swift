@@ -38,12 +38,12 @@ final class OrderKeptLinkTests: XCTestCase {
         let quiet: Int64 = 15_000, noisy: Int64 = 10 * millisecond
         for overtake in [false, true] {
             XCTAssertEqual(schedule.interval(sinceJoin: 0, linkNoise: noisy, answersOvertake: overtake, readsTopEdge: false), 5 * millisecond)
-            XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: overtake, readsTopEdge: false), 250 * millisecond)
+            XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: quiet, answersOvertake: overtake, readsTopEdge: false), 500 * millisecond)
         }
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: true, readsTopEdge: false), 2_500_000)
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: noisy, answersOvertake: false, readsTopEdge: false), noisy)
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 40 * millisecond, answersOvertake: false, readsTopEdge: false), 40 * millisecond)
-        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 2 * second, answersOvertake: false, readsTopEdge: false), 250 * millisecond)
+        XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 2 * second, answersOvertake: false, readsTopEdge: false), 500 * millisecond)
     }
 
     /// While the top edge is read every exchange counts, however it queued: the densest pace, on any
@@ -74,7 +74,7 @@ final class OrderKeptLinkTests: XCTestCase {
         XCTAssertEqual(schedule.interval(sinceJoin: 5 * second, linkNoise: 10 * millisecond, answersOvertake: false, readsTopEdge: false,
                                          leastRoundTrip: 16 * millisecond), 10 * millisecond)
         XCTAssertEqual(schedule.interval(sinceJoin: 60 * second, linkNoise: 20_000, answersOvertake: true, readsTopEdge: false,
-                                         leastRoundTrip: 16 * millisecond), 250 * millisecond)
+                                         leastRoundTrip: 16 * millisecond), 500 * millisecond)
     }
 
     /// Where order is kept the pace stops slowing a quarter of the window in, so exchanges that find
