@@ -144,7 +144,9 @@ public struct ClockEstimator: Sendable {
         // whose least delay depends on how often it is used (a relay's thread awake or asleep) tilts
         // it with an interval that looks sharp (the quiet relay, follow-ups after its first second:
         // the drift 0.4 ppm off, its interval 0.04 ppm wide; the bound held 96.4 % of the time).
-        if fitDrift { driftError = max(driftError, abs(outbound.ownSlope + inbound.ownSlope)) }
+        if min(outbound.span, inbound.span) >= Self.ownDriftSpan {
+            driftError = max(driftError, abs(outbound.ownSlope + inbound.ownSlope))
+        }
         // A + B = both delays ≥ 0 (θ cancels): the least round trip along the drift, its bases near 0.
         let leastRoundTrip = Double(outbound.fitBase &+ inbound.fitBase) + up.level + down.level
         errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
@@ -293,6 +295,10 @@ public struct ClockEstimator: Sendable {
     static let leastBlocks = 4
     private var blockLine = MedianLine(capacity: Int(window / DelayEnvelope.blockWidth) + 1)
 
+    /// Below this span each floor's own drift is mostly the jitter of its few points: on loopback,
+    /// 0.6 s after join, theirs disagreed enough to lift the bound past 0.5 ms and hold the party's
+    /// start for a clock that had settled.
+    static let ownDriftSpan: Int64 = 2_000_000_000
     /// Below this span a top edge's quarters are too thin to tell an edge from a tail.
     static let topEdgeSpan: Int64 = 2_000_000_000
     /// Floors whose nearest points lie this far apart, both directions' spacings summed (ns), leave
