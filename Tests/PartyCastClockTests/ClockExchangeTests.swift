@@ -211,8 +211,9 @@ final class ClockExchangeTests: XCTestCase {
         let taken = try exchanges()
         for index in cold(taken) {
             let wait = taken[index + 1].t1 - taken[index].t4
-            // The paced interval here is 150–500 ms; the follow-up waits only for the answer.
-            XCTAssertTrue((0..<25_000_000).contains(wait), "exchange \(index + 1) went \(wait / 1000) µs after the answer to a cold one")
+            // Unfollowed, the next would wait the pace, coldAfter or more; the follow-up waits only
+            // for the answer (40 ms: room for a loaded machine's scheduling).
+            XCTAssertTrue((0..<40_000_000).contains(wait), "exchange \(index + 1) went \(wait / 1000) µs after the answer to a cold one")
         }
     }
 
