@@ -40,8 +40,15 @@ public final class NetworkSource: ScheduledPCMSource {
         /// The last report, which a change of the clock's settling sends again at once.
         private let lastStatus = LockedValueBox(PCStatus())
 
-        public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil) {
+        /// Whether this listener tells the broadcaster if its clock has settled, which the party's
+        /// start waits for: not where the output does not play in time (a file, null), which needs
+        /// no settled clock and already holds the audio a held start takes back.
+        private let saysClockSettling: Bool
+
+        public init(clock: LocalClock, clockLog: ClockExchangeLog? = nil, playsInTime: Bool = true) {
             clockSync = ClockSync(clock: clock, log: clockLog)
+            saysClockSettling = playsInTime
+            guard playsInTime else { return }
             clockSync.observeSettling { [weak self] _ in
                 guard let self else { return }
                 send(lastStatus.withLockedValue { $0 })
@@ -79,7 +86,7 @@ public final class NetworkSource: ScheduledPCMSource {
         /// Sends `status` with the clock's settling as it is now.
         private func send(_ status: PCStatus) {
             var status = status
-            if let settled = clockSync.isSettled { status.clockSettled = settled }
+            if saysClockSettling, let settled = clockSync.isSettled { status.clockSettled = settled }
             var envelope = PCEnvelope()
             envelope.body = .status(status)
             connection.withLockedValue { $0?.sendIfJoined(envelope) }

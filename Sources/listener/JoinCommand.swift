@@ -186,7 +186,7 @@ struct Join: ParsableCommand {
         if let sendspin {
             party = try sendspinParty(URL: sendspin, clock: clock, clockLog: exchangeLog, logger: logger)
         } else {
-            party = try nativeParty(clock: clock, clockLog: exchangeLog, logger: logger)
+            party = try nativeParty(clock: clock, clockLog: exchangeLog, playsInTime: device.isRealTime, logger: logger)
         }
         let player = Player(output: device, options: playerOptions, source: party.open)
         let control = party.control
@@ -217,7 +217,7 @@ struct Join: ParsableCommand {
     }
 
     /// A PartyCast broadcaster's party: found by mDNS or --host, over the native protocol.
-    private func nativeParty(clock: LocalClock, clockLog: ClockExchangeLog?, logger: Logger) throws -> JoinedParty {
+    private func nativeParty(clock: LocalClock, clockLog: ClockExchangeLog?, playsInTime: Bool, logger: Logger) throws -> JoinedParty {
         let resolver: EndpointResolver
         do { resolver = try endpointResolver(logger: logger) } catch let error as PartyCastError {
             if interrupted.load(ordering: .relaxed) { throw ExitCode.success }
@@ -228,7 +228,7 @@ struct Join: ParsableCommand {
         options.clock = clock
         options.sync = !noSync
         options.key = try key.key
-        let control = NetworkSource.Control(clock: clock, clockLog: clockLog)
+        let control = NetworkSource.Control(clock: clock, clockLog: clockLog, playsInTime: playsInTime)
         return JoinedParty(control: control) { [options] () throws(PartyCastError) -> PCMSource in
             NetworkSource(options: options, control: control, logger: logger, resolve: resolver)
         }
