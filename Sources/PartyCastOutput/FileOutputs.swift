@@ -4,6 +4,8 @@ import PartyCastCore
 /// used by the output thread alone.
 protocol FastSink {
     func write(_ samples: UnsafeBufferPointer<Float>) throws(PartyCastError)
+    /// Drops the last `frames` frames written: a broadcast took them back (a pause, a held start).
+    func dropLast(frames: Int) throws(PartyCastError)
     func finish() throws(PartyCastError)
 }
 
@@ -11,6 +13,7 @@ protocol FastSink {
 public final class NullOutput: AudioOutput {
     private struct Discard: FastSink {
         func write(_ samples: UnsafeBufferPointer<Float>) throws(PartyCastError) {}
+        func dropLast(frames: Int) throws(PartyCastError) {}
         func finish() throws(PartyCastError) {}
     }
 
@@ -29,7 +32,8 @@ public final class NullOutput: AudioOutput {
     public func stop(drain: Bool) { thread.stop() }
 }
 
-/// `wav:PATH`: exactly the decoded stream, as a Float32 WAV file.
+/// `wav:PATH`: exactly the decoded stream, as a Float32 WAV file; of a broadcast, what a speaker
+/// plays, without its timing: what the broadcaster takes back after it was written is dropped again.
 public final class WavFileOutput: AudioOutput {
     public let path: String
     private let thread = OutputThread()
@@ -61,9 +65,16 @@ private func playAsFastAsPossible(_ renderer: Renderer, format: AudioFormat, int
     // Waits double while nothing comes, up to 16 ms: a file decodes faster than this drains, but a
     // broadcast arrives in bursts 100 ms apart, and polling every 1 ms was most of a listener's CPU.
     var wait: UInt64 = 1_000_000
+    var takenBack = 0
     do throws(PartyCastError) {
         while !thread.isStopRequested {
-            switch renderer.render(into: buffer) {
+            let pull = renderer.render(into: buffer)
+            // A cut is made before the render reads anything: what it took back precedes the audio.
+            if renderer.takenBackFrames != takenBack {
+                try sink.dropLast(frames: renderer.takenBackFrames - takenBack)
+                takenBack = renderer.takenBackFrames
+            }
+            switch pull {
             case .audio(let frames):
                 try sink.write(UnsafeBufferPointer(rebasing: buffer[0..<frames * format.channels]))
                 wait = 1_000_000

@@ -56,6 +56,7 @@ public final class Renderer: Sendable {
     private let cutsRequested = Atomic<Int>(0)
     private let cutsDone = Atomic<Int>(0)
     private let framesRendered = Atomic<Int>(0)
+    private let framesTakenBack = Atomic<Int>(0)
     private let underrunCount = Atomic<Int>(0)
     private let streamFramePlayed = Atomic<Int>(Int.min)
     private let channelAssignment = Atomic<ChannelAssignment>(.stereo)
@@ -108,6 +109,9 @@ public final class Renderer: Sendable {
     public var hasStreamEnded: Bool { streamEnded.load(ordering: .acquiring) }
     /// Frames handed to the device so far.
     public var renderedFrames: Int { framesRendered.load(ordering: .acquiring) }
+    /// Of those, the frames the plain path had handed out when a cut withdrew them: an output that
+    /// keeps what it was handed (a file) drops this many from its end. Output thread only.
+    public var takenBackFrames: Int { framesTakenBack.load(ordering: .relaxed) }
     public var underruns: Int { underrunCount.load(ordering: .acquiring) }
 
     /// Asks the output thread to empty the ring (a seek). The producer must not write until
@@ -160,7 +164,11 @@ public final class Renderer: Sendable {
         let cutTicket = cutsRequested.load(ordering: .acquiring)
         if cutsDone.load(ordering: .relaxed) != cutTicket {
             let frame = cutFrame.load(ordering: .relaxed)
-            if let scheduled { scheduled.cut(at: frame) } else { plain.cut(at: frame) }
+            if let scheduled {
+                scheduled.cut(at: frame)
+            } else {
+                framesTakenBack.add(plain.cut(at: frame), ordering: .relaxed)
+            }
             cutsDone.store(cutTicket, ordering: .releasing)
         }
         switch mode.load(ordering: .acquiring) {
@@ -214,6 +222,8 @@ final class PlainReader {
     let timelineStart = Atomic<Int>(0)
     /// The stream frame of the ring's next frame, once one was read or cut since the last flush.
     private(set) var nextFrame: Int?
+    /// Frames read since the last flush, less those cuts took back: all a cut can take back.
+    private var handedOut = 0
 
     init(ring: SPSCRing, channels: Int, gains: GainSchedule, chime: Chime?) {
         self.ring = ring
@@ -241,17 +251,27 @@ final class PlainReader {
             }
         }
         nextFrame = first + got / channels
+        handedOut += got / channels
         return got
     }
 
-    /// Withdraws stream frames from `frame` on (the producer is parked): the ring keeps those before it.
-    func cut(at frame: Int) {
+    /// Withdraws stream frames from `frame` on (the producer is parked): the ring keeps those before
+    /// it. Returns how many of the withdrawn frames were already read.
+    func cut(at frame: Int) -> Int {
         let first = ringFirst
         ring.truncate(keeping: max(0, frame - first) * channels)
         // Past `frame` already: the replacement plays from its start, as soon as it comes.
         nextFrame = min(first, frame)
+        guard frame < first else { return 0 }
+        let (behind, overflow) = first.subtractingReportingOverflow(frame)
+        let takenBack = overflow ? handedOut : min(handedOut, behind)
+        handedOut -= takenBack
+        return takenBack
     }
 
     /// The ring was emptied: the next timeline starts at `timelineStart`.
-    func reset() { nextFrame = nil }
+    func reset() {
+        nextFrame = nil
+        handedOut = 0
+    }
 }

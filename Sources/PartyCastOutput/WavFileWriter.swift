@@ -45,6 +45,27 @@ final class WavFileWriter {
         }
     }
 
+    /// Drops the last `frames` frames written (all, if there are fewer): from the block if they are
+    /// still there, else by cutting the file short.
+    func dropLast(frames: Int) throws(PartyCastError) {
+        let frameBytes = 4 * format.channels
+        let bytes = min(dataBytes / frameBytes, max(0, frames)) * frameBytes
+        dataBytes -= bytes
+        guard bytes > blockFill else {
+            blockFill -= bytes
+            return
+        }
+        let fromFile = off_t(bytes - blockFill)
+        blockFill = 0
+        let fd = self.fd
+        do {
+            let end = try systemCall("lseek") { lseek(fd, -fromFile, SEEK_CUR) }
+            _ = try systemCall("ftruncate") { ftruncate(fd, end) }
+        } catch {
+            throw PartyCastError(.output, "\(path): \(error)")
+        }
+    }
+
     private func flush() throws(PartyCastError) {
         guard blockFill > 0 else { return }
         try writeAll(UnsafeRawBufferPointer(rebasing: block[0..<blockFill]))

@@ -203,7 +203,8 @@ final class PartyControlTests: XCTestCase {
 
     /// Across a pause and a resume not a sample is lost or repeated: the audio after the resume
     /// continues the song exactly where the audio before the pause left it, and both match Debian's
-    /// mpg123 decode of the file.
+    /// mpg123 decode of the file. So too in a `wav:` listener's file, which is written ahead of the
+    /// speakers, so the pauses take back audio already in it.
     func testPauseAndResumeLoseAndRepeatNothing() throws {
         let directory = try temporaryDirectory()
         let song = "\(directory)/noise.mp3"
@@ -219,7 +220,9 @@ final class PartyControlTests: XCTestCase {
         XCTAssertTrue(server.waitForStderr("broadcasting", timeout: 20), server.stderr)
         let player = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "virtual:\(directory)/heard.wav", "--once", "--quiet"])
         defer { player.signal(SIGKILL) }
-        XCTAssertTrue(server.waitForStderr("joined", timeout: 20), server.stderr)
+        let recorder = try startProcess(listener, ["join", "--host", "127.0.0.1:\(port)", "--output", "wav:\(directory)/written.wav", "--once", "--quiet"])
+        defer { recorder.signal(SIGKILL) }
+        XCTAssertTrue(waitUntil(timeout: 20) { server.stderr.matches(of: /joined/).count >= 2 }, server.stderr)
         let url = "http://127.0.0.1:\(controlPort)"
         // A short pause (bridged with silence in the ring) and a long one (a new timeline).
         for (playFor, pauseFor) in [(4.0, 0.6), (1.5, 1.8)] {
@@ -229,6 +232,7 @@ final class PartyControlTests: XCTestCase {
             XCTAssertEqual(try runProcess(broadcaster, ["ctl", "--url", url, "resume"]).status, 0)
         }
         XCTAssertEqual(player.wait(timeout: 40).status, 0, player.stderr)
+        XCTAssertEqual(recorder.wait(timeout: 10).status, 0, recorder.stderr)
         let served = server.wait(timeout: 10)
         XCTAssertEqual(served.status, 0, served.stderr)
 
@@ -272,6 +276,16 @@ final class PartyControlTests: XCTestCase {
             lag = after
             cursor = back
         }
+
+        // The file holds the song once, with the pauses' fades and the silence between. Each fade
+        // ends on a frame of gain 0, so without the silence it is the song less a frame per pause.
+        let written = try readAudio("\(directory)/written.wav")
+        let sound = channel(0, of: written.samples, channels: written.channels).filter { $0 != 0 }
+        XCTAssertEqual(Double(sound.count), Double(left.count), accuracy: 4, "the wav: listener's file holds the song, once")
+        let strayed = stride(from: 4800, to: sound.count - 4200, by: written.sampleRate / 4)
+            .map { (frame: $0, offset: Self.lag(sound, left, at: $0, guess: 0, range: 48)) }
+            .first { !(-0.5...2.5).contains($0.offset) }
+        XCTAssertNil(strayed.map { "the wav: listener's file at frame \($0.frame) of its sound: \($0.offset) frames off the song" })
     }
 
     /// The offset (reference frame − recording frame) of `recording` around `frame`, to a fraction
