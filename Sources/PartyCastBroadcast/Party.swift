@@ -21,7 +21,26 @@ public struct BroadcastOptions: Sendable {
     public var settleWaitSeconds = 8.0
     public var loop = false
 
+    /// What `broadcaster share` accepts for each of the times above; a party takes an embedder's
+    /// value outside them as the nearest within (a NaN as the default).
+    public static let startInRange = 0.0...3600
+    public static let settleWaitRange = 0.0...60
+    /// Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
+    public static let leadRange = 150...10_000
+
     public init(name: String) { self.name = name }
+
+    /// These options with each time within its range: the pacer's arithmetic on them cannot trap.
+    func withinRanges() -> BroadcastOptions {
+        func clamped(_ value: Double, _ range: ClosedRange<Double>, default fallback: Double) -> Double {
+            value.isNaN ? fallback : min(max(value, range.lowerBound), range.upperBound)
+        }
+        var options = self
+        options.startInSeconds = clamped(startInSeconds, Self.startInRange, default: 1)
+        options.settleWaitSeconds = clamped(settleWaitSeconds, Self.settleWaitRange, default: 8)
+        options.leadMilliseconds = min(max(leadMilliseconds, Self.leadRange.lowerBound), Self.leadRange.upperBound)
+        return options
+    }
 }
 
 /// The party: source → encoder → fan-out, and the one place where the party's state changes.
@@ -86,7 +105,7 @@ public final class Party: PartyControl {
     init(sources: [ResolvedSource], library: Library, options: BroadcastOptions, fanout: Fanout, logger: Logger,
          opener: @escaping @Sendable (String) throws(PartyCastError) -> ResolvedSource, companion: (any SourceCompanion)? = nil,
          now: @escaping @Sendable () -> UInt64) {
-        self.options = options
+        self.options = options.withinRanges()
         self.fanout = fanout
         self.logger = logger
         self.opener = opener

@@ -52,7 +52,7 @@ extension Party {
                 return false
             }
             // An hour at most, whatever an embedder asks (the CLI takes 60 s): the product stays a UInt64.
-            let until = state.timeline.origin &+ UInt64(min(options.settleWaitSeconds, 3600) * 1e9)
+            let until = state.timeline.origin &+ UInt64(options.settleWaitSeconds * 1e9)
             takeBack(from: 0)
             silenceEveryone(from: 0)
             // Where the song cannot be opened again, `replace` has moved on to the next that can.

@@ -108,10 +108,10 @@ struct Share: AsyncParsableCommand {
             throw ValidationError("--codec \(codec): choose \(WireCodecs.all.map(\.name).joined(separator: " or "))")
         }
         guard !sources.isEmpty else { throw ValidationError("give at least one source") }
-        guard startIn >= 0, startIn <= 3600 else { throw ValidationError("--start-in must be 0…3600 seconds") }
-        guard settleWait >= 0, settleWait <= 60 else { throw ValidationError("--settle-wait must be 0…60 seconds") }
-        // Below ~150 ms a listener's own output latency (ALSA's is 100 ms) would eat the margin.
-        guard (150...10_000).contains(buffer) else { throw ValidationError("--buffer must be 150…10000 ms") }
+        let (starts, waits, leads) = (BroadcastOptions.startInRange, BroadcastOptions.settleWaitRange, BroadcastOptions.leadRange)
+        guard starts.contains(startIn) else { throw ValidationError("--start-in must be \(Int(starts.lowerBound))…\(Int(starts.upperBound)) seconds") }
+        guard waits.contains(settleWait) else { throw ValidationError("--settle-wait must be \(Int(waits.lowerBound))…\(Int(waits.upperBound)) seconds") }
+        guard leads.contains(buffer) else { throw ValidationError("--buffer must be \(leads.lowerBound)…\(leads.upperBound) ms") }
         guard !(sendspin && noSendspin) else { throw ValidationError("--sendspin and --no-sendspin contradict each other") }
         guard (0...65535).contains(sendspinPort ?? 0) else { throw ValidationError("--sendspin-port must be 0…65535") }
         _ = try dialledPlayers()

@@ -82,13 +82,15 @@ final class PartyCommandTests: XCTestCase {
         })
     }
 
-    /// A party of `sources` sending PCM, with one listener joined; `companion` behind the first.
-    func makeParty(_ sources: [ResolvedSource], companion: (any SourceCompanion)? = nil) {
+    /// A party of `sources` sending PCM, with one listener joined; `companion` behind the first,
+    /// `adjust` on its options.
+    func makeParty(_ sources: [ResolvedSource], companion: (any SourceCompanion)? = nil, adjust: (inout BroadcastOptions) -> Void = { _ in }) {
         clock = ManualClock()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let fanout = Fanout(logger: logger)
         var options = BroadcastOptions(name: "test party")
         options.codec = WireCodecs.all.first { $0.name == "pcm" }!
+        adjust(&options)
         let clock = clock!
         party = Party(sources: sources, library: Library(), options: options, fanout: fanout, logger: logger,
                       opener: { path throws(PartyCastError) in throw PartyCastError(.fileNotFound, path) }, companion: companion, now: { clock.now })

@@ -126,4 +126,26 @@ extension PartyCommandTests {
         try pump()
         assertTheSongStartsWhole(at: startAt, count: frames)
     }
+
+    /// An embedder's times outside what `broadcaster share` accepts (negative, NaN, infinite, huge)
+    /// are taken as the nearest within, or the default: the pacer starts and its arithmetic holds.
+    func testAnEmbeddersTimesOutOfRangeAreTakenAsTheNearestWithin() throws {
+        let cases: [(startIn: Double, settleWait: Double, lead: Int, expected: (Double, Double, Int))] = [
+            (-5, -1, -1000, (0, 0, 150)),
+            (.nan, .nan, 0, (1, 8, 150)),
+            (1e300, .infinity, .max, (3600, 60, 10_000)),
+        ]
+        for (startIn, settleWait, lead, expected) in cases {
+            makeParty([ResolvedSource(spec: "ramp:0", label: "ramp", isLive: false, open: { () throws(PartyCastError) -> PCMSource in RampSource(base: 0) })]) {
+                ($0.startInSeconds, $0.settleWaitSeconds, $0.leadMilliseconds) = (startIn, settleWait, lead)
+            }
+            let options = party.options
+            XCTAssertEqual(options.startInSeconds, expected.0, "start-in \(startIn)")
+            XCTAssertEqual(options.settleWaitSeconds, expected.1, "settle-wait \(settleWait)")
+            XCTAssertEqual(options.leadMilliseconds, expected.2, "lead \(lead)")
+            XCTAssertTrue(try party.start())
+            XCTAssertEqual(party.state.timeline.origin, clock.now + UInt64(expected.0 * 1e9))
+            try pump()
+        }
+    }
 }
