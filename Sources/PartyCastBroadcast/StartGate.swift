@@ -51,7 +51,7 @@ extension Party {
                 state.startGate = nil
                 return false
             }
-            // An hour at most, whatever an embedder asks (the CLI takes 60 s): the product stays a UInt64.
+            // A minute at most, whatever an embedder asks (`BroadcastOptions.withinRanges`).
             let until = state.timeline.origin &+ UInt64(options.settleWaitSeconds * 1e9)
             takeBack(from: 0)
             silenceEveryone(from: 0)
