@@ -91,7 +91,8 @@ let joinTime: Int64 = 123_456_789_012_345
 
 /// Exchanges on ClockExchangeSchedule (paced by the predictor's link noise) from `joinTime` for
 /// `duration`, added in the order sent, probing the prediction every 5 ms against the broadcaster's true clock;
-/// a probe sees only samples complete by then.
+/// a probe sees only samples complete by then. As ClockRequester, a sparse request's answer brings a
+/// follow-up at once (on `schedule`'s own pace, none).
 func simulate<Predictor: RemoteClockPredictor>(
     _ predictor: inout Predictor, _ broadcaster: inout SimulatedBroadcaster, duration: Int64,
     schedule: ((Int64) -> Int64)? = nil
@@ -99,7 +100,10 @@ func simulate<Predictor: RemoteClockPredictor>(
     var run = Run()
     var nextProbe = joinTime
     var nextSend = joinTime
+    var followUps = ClockFollowUps(), sequence: UInt64 = 0
     while nextSend < joinTime + duration {
+        sequence += 1
+        followUps.sent(sequence: sequence, at: nextSend)
         let sample = broadcaster.exchange(sentAt: nextSend)
         while nextProbe < sample.t4 {
             if let predicted = predictor.remote(fromLocal: nextProbe) {
@@ -111,8 +115,13 @@ func simulate<Predictor: RemoteClockPredictor>(
         if let estimator = predictor as? ClockEstimator, let mapping = estimator.mapping {
             run.drifts.append((sample.t4 - joinTime, mapping.driftPPM))
         }
-        nextSend += schedule?(nextSend - joinTime)
-            ?? ClockExchangeSchedule().interval(sinceJoin: nextSend - joinTime, linkNoise: predictor.linkNoise, answersOvertake: true, readsTopEdge: false)
+        followUps.answered(sequence: sequence)
+        if schedule == nil, followUps.isDue {
+            nextSend = max(nextSend, sample.t4)
+        } else {
+            nextSend += schedule?(nextSend - joinTime)
+                ?? ClockExchangeSchedule().interval(sinceJoin: nextSend - joinTime, linkNoise: predictor.linkNoise, answersOvertake: true, readsTopEdge: false)
+        }
     }
     return run
 }
