@@ -115,9 +115,20 @@ public struct ClockEstimator: Sendable {
         let queueing = max(upSpread, downSpread) >= Self.queueingLink
         var tolerance = 1.5 * (outbound.gap + inbound.gap)
         if queueing, spacings.isFinite { tolerance = max(tolerance, 2 * spacings) }
-        var slopes = fitDrift ? Self.jointDrift([(outbound, inbound)], tolerance: tolerance) : -Self.maximumDrift...Self.maximumDrift
+        var slopes = fitDrift ? jointDrift(.floors, tolerance: tolerance) : -Self.maximumDrift...Self.maximumDrift
         let allowed = fitDrift && spacings.isFinite
-            ? Self.jointDrift([(outbound, inbound)], tolerance: Self.floorTolerance * spacings) : nil
+            ? jointDrift(.floors, tolerance: Self.floorTolerance * spacings) : nil
+        // Where the link queues the floor is fuzzy: the least delays scatter for tens of µs above it
+        // (a relay or a medium not always awake), and a lone lucky point that came 20–40 µs below the
+        // rest tilts the drift and moves θ by half its depth. So the floors are read by the mean of
+        // each direction's lowest few along the line (`DelayEnvelope.lowest`), within the drifts
+        // their lowest alone allows.
+        let fuzzyFloors = queueing ? allowed : nil
+        if let fuzzyFloors {
+            outbound.gatherLowest(over: fuzzyFloors)
+            inbound.gatherLowest(over: -fuzzyFloors.upperBound ... -fuzzyFloors.lowerBound)
+            slopes = jointDrift(.floors, tolerance: tolerance, within: fuzzyFloors)
+        }
         // A sharp top pins the drift as the floors do, from other points: on a link that keeps
         // order few exchanges come near the floors, which leave the drift a few ppm loose for tens
         // of seconds where the tops' edge holds it to one or two. Joined only where the floors are
@@ -126,14 +137,17 @@ public struct ClockEstimator: Sendable {
         // fitted only on a link that queues and where the floors give a bound.
         let tops = allowed != nil && queueing ? sharpTops(at: reference, floorDrift: Self.middle(of: slopes)) : nil
         if let tops, spacings < Self.poorFloors, let allowed, allowed.contains(Self.middle(of: tops.slopes)) {
-            slopes = Self.jointDrift([(outbound, inbound), (inboundTop, outboundTop)], tolerance: tolerance + tops.tolerance)
+            slopes = jointDrift(.both, tolerance: tolerance + tops.tolerance, within: allowed)
         }
         let drift = Self.middle(of: slopes)
         // A's line rises with θ, B's falls: θ = (A − B) / 2 at the reference, halving the bases first
         // so that clocks ~2⁶² apart do not overflow.
         let up = outbound.lowest(slope: drift), down = inbound.lowest(slope: -drift)
         let halfBases = (outbound.fitBase >> 1) &- (inbound.fitBase >> 1)
-        let rest = (up.level - down.level + Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)) / 2
+        let parity = Double(outbound.fitBase & 1) - Double(inbound.fitBase & 1)
+        let middleRest = (up.level - down.level + parity) / 2
+        let rest = fuzzyFloors == nil ? middleRest
+            : (outbound.level(slope: drift, lowest: DelayEnvelope.lowest) - inbound.level(slope: -drift, lowest: DelayEnvelope.lowest) + parity) / 2
         mapping = ClockMapping(localReference: reference, remoteReference: reference &+ halfBases &+ Int64(rest.rounded()),
                                rate: 1 + drift)
         linkNoise = Int64(max(upSpread, downSpread).rounded())
@@ -149,8 +163,10 @@ public struct ClockEstimator: Sendable {
         }
         // A + B = both delays ≥ 0 (θ cancels): the least round trip along the drift, its bases near 0.
         let leastRoundTrip = Double(outbound.fitBase &+ inbound.fitBase) + up.level + down.level
+        // The bound is about θ from the lowest points alone: widened by how far the lowest few moved it.
         errorBound = spacings.isFinite ? Self.bound(leastRoundTrip: leastRoundTrip, driftError: driftError,
-                                                    lever: max(abs(up.time), abs(down.time))) : nil
+                                                    lever: max(abs(up.time), abs(down.time)))
+            .map { $0 &+ Int64(abs(rest - middleRest).rounded(.up)) } : nil
         readsTopEdge = false
         driftUncertainty = slopes.upperBound - slopes.lowerBound
         if let tops {
@@ -191,7 +207,7 @@ public struct ClockEstimator: Sendable {
         else { return nil }
         // −B rises with θ and −A falls: the joint slope is the drift, found on −B's side.
         let tolerance = 1.5 * (outboundTop.gap + inboundTop.gap)
-        let own = Self.jointDrift([(inboundTop, outboundTop)], tolerance: tolerance)
+        let own = jointDrift(.tops, tolerance: tolerance)
         let slopes = checkedAgainstEarlier(own, at: reference)
         let drift = Self.middle(of: slopes)
         lastTopDrift = drift
@@ -341,6 +357,9 @@ public struct ClockEstimator: Sendable {
         return leastRoundTrip >= 0 && bound.isFinite && bound < 1e15 ? Int64(bound.rounded(.up)) : nil
     }
 
+    /// Which envelopes `jointDrift` fits: A's floor and B's, −B's and −A's (the tops), or all four.
+    private enum Edges { case floors, tops, both }
+
     /// One slope for both envelopes of each pair (rising on A, falling on B; or on −B and −A, the
     /// tops), from the two-sided form of the linear programme: how high the lines can be at their
     /// points' mean times together, summed over the pairs. Each envelope's lowest points constrain
@@ -356,42 +375,77 @@ public struct ClockEstimator: Sendable {
     /// judged link (then, where packets overtake) 41 / 88 → 33 / 53 µs, through the starved relay
     /// 80 / 182 → 75 / 129 µs, 0–20 ms of jitter 42 / 83 → 40 / 75 µs, 0–5 ms 33 / 49 → 27 / 35 µs,
     /// 0–20 ms down only 17 / 85 → 21 / 51 µs; quiet links unchanged.
-    private static func jointDrift(_ pairs: [(rising: DelayEnvelope, falling: DelayEnvelope)], tolerance: Double) -> ClosedRange<Double> {
+    ///
+    /// `within` (the drifts the floors allow) reads the floors by their lowest few points
+    /// (`DelayEnvelope.gatherLowest` over those drifts first), and looks for slopes only there. The
+    /// mean of the lowest few breaks where any two points cross, not only at hull edges, so the best
+    /// is found by a golden-section search of the concave objective instead.
+    private func jointDrift(_ edges: Edges, tolerance: Double, within: ClosedRange<Double>? = nil) -> ClosedRange<Double> {
+        let range = within ?? -Self.maximumDrift...Self.maximumDrift
+        // The envelopes are read in place: a copy would retain their every buffer at every step.
         func objective(_ slope: Double) -> Double {
-            pairs.reduce(0) { sum, pair in
-                sum + pair.rising.level(slope: slope) + slope * pair.rising.meanTime
-                    + pair.falling.level(slope: -slope) - slope * pair.falling.meanTime
+            var sum = 0.0
+            if edges != .tops {
+                sum += within == nil ? outbound.level(slope: slope) + inbound.level(slope: -slope)
+                    : outbound.level(slope: slope, lowest: DelayEnvelope.lowest) + inbound.level(slope: -slope, lowest: DelayEnvelope.lowest)
+                sum += slope * (outbound.meanTime - inbound.meanTime)
             }
+            if edges != .floors {
+                sum += inboundTop.level(slope: slope) + outboundTop.level(slope: -slope) + slope * (inboundTop.meanTime - outboundTop.meanTime)
+            }
+            return sum
         }
-        var best = (slope: -Self.maximumDrift, value: objective(-Self.maximumDrift))
+        var best = (slope: range.lowerBound, value: objective(range.lowerBound))
         func consider(_ slope: Double) {
-            guard abs(slope) <= Self.maximumDrift else { return }
+            guard range.contains(slope) else { return }
             let value = objective(slope)
             if value > best.value { best = (slope, value) }
         }
-        consider(Self.maximumDrift)
-        for (rising, falling) in pairs {
-            for (envelope, sign) in [(rising, 1.0), (falling, -1.0)] where envelope.hullCount >= 2 {
-                for index in 1..<envelope.hullCount {
-                    let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
-                    consider(sign * (b.value - a.value) / (b.time - a.time))
-                }
+        consider(range.upperBound)
+        func considerEdges(of envelope: DelayEnvelope, sign: Double) {
+            guard envelope.hullCount >= 2 else { return }
+            for index in 1..<envelope.hullCount {
+                let (a, b) = (envelope.vertex(index - 1), envelope.vertex(index))
+                consider(sign * (b.value - a.value) / (b.time - a.time))
             }
         }
-        // Concave: the slopes within the tolerance form an interval around the best; bisect for its
-        // ends (30 halvings of at most 1000 ppm: under 1e-6 ppm).
+        if within == nil {
+            if edges != .tops { considerEdges(of: outbound, sign: 1); considerEdges(of: inbound, sign: -1) }
+            if edges != .floors { considerEdges(of: inboundTop, sign: 1); considerEdges(of: outboundTop, sign: -1) }
+        } else {
+            let ratio = (5.0.squareRoot() - 1) / 2
+            var low = range.lowerBound, high = range.upperBound
+            var left = high - ratio * (high - low), right = low + ratio * (high - low)
+            var leftValue = objective(left), rightValue = objective(right)
+            while high - low > Self.slopePrecision {
+                if leftValue > rightValue {
+                    (high, right, rightValue) = (right, left, leftValue)
+                    left = high - ratio * (high - low)
+                    leftValue = objective(left)
+                } else {
+                    (low, left, leftValue) = (left, right, rightValue)
+                    right = low + ratio * (high - low)
+                    rightValue = objective(right)
+                }
+            }
+            consider((low + high) / 2)
+        }
+        // Concave: the slopes within the tolerance form an interval around the best; bisect for its ends.
         let floor = best.value - tolerance
         func end(toward bound: Double) -> Double {
             guard objective(bound) < floor else { return bound }
             var inside = best.slope, outside = bound
-            for _ in 0..<30 {
+            while abs(outside - inside) > Self.slopePrecision {
                 let middle = (inside + outside) / 2
                 if objective(middle) >= floor { inside = middle } else { outside = middle }
             }
             return inside
         }
-        return end(toward: -Self.maximumDrift)...end(toward: Self.maximumDrift)
+        return end(toward: range.lowerBound)...end(toward: range.upperBound)
     }
+
+    /// How closely `jointDrift` finds slopes: 1e-4 ppm moves a point at the window's far end by 6 ns.
+    static let slopePrecision = 1e-10
 
     /// The drift a fit takes from the drifts it allows.
     private static func middle(of slopes: ClosedRange<Double>) -> Double { (slopes.lowerBound + slopes.upperBound) / 2 }

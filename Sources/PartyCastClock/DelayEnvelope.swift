@@ -84,6 +84,9 @@ struct DelayEnvelope: Sendable {
     private var ordered: [(value: Double, position: Int)]
     private var excesses: [Double]
     private var binExcesses: [Double]
+    /// `gatherLowest`'s points: time from the last fit's reference, value from its base.
+    private var candidates: [(time: Double, value: Double)]
+    private var candidateCount = 0
     /// Per block of the window (`blockLows`).
     private var blockLowest: [Double]
     private var blockBins: [Int]
@@ -97,6 +100,7 @@ struct DelayEnvelope: Sendable {
         ordered = Array(repeating: (0, 0), count: edge == .top ? capacity : 0)
         excesses = Array(repeating: 0, count: Self.spreadPoints)
         binExcesses = Array(repeating: 0, count: capacity)
+        candidates = Array(repeating: (0, 0), count: edge == .floor ? capacity : 0)
         let blocks = edge == .top ? capacity / Int(Self.blockWidth / Self.binWidth) + 1 : 0
         blockLowest = Array(repeating: 0, count: blocks)
         blockBins = Array(repeating: 0, count: blocks)
@@ -320,13 +324,18 @@ struct DelayEnvelope: Sendable {
     private mutating func spacingOfLowest(_ bins: Int) -> Double {
         let k = min(Self.floorPoints, bins)
         guard k >= 2 else { return .infinity }
-        // The k lowest to the front, in order: k passes of a selection, cheaper than a sort of them all.
+        selectLowest(k, of: bins)
+        return max(0, binExcesses[k - 1]) / Double(k - 1)
+    }
+
+    /// Moves the `k` lowest of the first `bins` of `binExcesses` to its front, in order: k passes of
+    /// a selection, cheaper than a sort of them all.
+    private mutating func selectLowest(_ k: Int, of bins: Int) {
         for rank in 0..<k {
             var lowest = rank
             for index in rank + 1..<bins where binExcesses[index] < binExcesses[lowest] { lowest = index }
             binExcesses.swapAt(rank, lowest)
         }
-        return max(0, binExcesses[k - 1]) / Double(k - 1)
     }
 
     /// Puts the excess over `line` of each bin's point, glitches and those inside `excluded` left
@@ -367,6 +376,51 @@ struct DelayEnvelope: Sendable {
             if value - slope * time < lowest.level { lowest = (value - slope * time, time) }
         }
         return lowest
+    }
+
+    /// How many of the lowest points `level(slope:lowest:)` averages on a fuzzy floor: one alone is
+    /// its luckiest point; more reach up into the queueing (of 3, 4 and 6, 4 did best).
+    static let lowest = 4
+
+    /// Keeps, of the floor's points the last fit kept, those that can be among the `lowest` along a
+    /// slope of `slopes`: a point lies between where it lies along the two ends, so one above the
+    /// `lowest`-th of the points' higher ends never is. Tens of the window's hundreds are left.
+    mutating func gatherLowest(over slopes: ClosedRange<Double>) {
+        var points = 0
+        for position in 0..<count where !glitch[position] {
+            let time = Double(self[position].time &- fitReference), value = Double(self[position].value &- fitBase)
+            candidates[points] = (time, value)
+            binExcesses[points] = max(value - slopes.lowerBound * time, value - slopes.upperBound * time)
+            points += 1
+        }
+        candidateCount = 0
+        guard points > 0 else { return }
+        let lowest = min(Self.lowest, points)
+        selectLowest(lowest, of: points)
+        let highest = binExcesses[lowest - 1]
+        for index in 0..<points {
+            let (time, value) = candidates[index]
+            guard min(value - slopes.lowerBound * time, value - slopes.upperBound * time) <= highest else { continue }
+            candidates[candidateCount] = (time, value)
+            candidateCount += 1
+        }
+    }
+
+    /// The mean of the `lowest` points along `slope`, of those `gatherLowest` kept (its slopes must
+    /// hold `slope`), relative to the last fit's base at its reference.
+    func level(slope: Double, lowest: Int) -> Double {
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: lowest) { low in
+            var kept = 0
+            for index in 0..<candidateCount {
+                let value = candidates[index].value - slope * candidates[index].time
+                guard kept < lowest || value < low[kept - 1] else { continue }
+                var place = min(kept, lowest - 1)
+                while place > 0, low[place - 1] > value { (low[place], place) = (low[place - 1], place - 1) }
+                low[place] = value
+                kept = min(kept + 1, lowest)
+            }
+            return kept == 0 ? .infinity : low[0..<kept].reduce(0, +) / Double(kept)
+        }
     }
 
     private func depth(of position: Int, below line: Line) -> Double {

@@ -89,10 +89,29 @@ final class RecordedLinkTests: XCTestCase {
     /// bench-sync's 0–5 ms link kept in order, at the pace of then (~90 exchanges a second) and of now
     /// (~135), from 5 s: few exchanges meet an empty queue, and the floors alone leave θ 61 and 28 µs
     /// off (p99), the drift loose by a few ppm for tens of seconds. The tops' edge is sharp there,
-    /// and fitted with the floors it gives 42 and 22 µs, the bound still holding.
+    /// and fitted with the floors it gave 42 and 22 µs, the bound still holding; 33 and 21 since the
+    /// floors are read by their lowest four (`testALoneLowPointOnAFuzzyFloorMovesTheClockLittle`).
     func testTheTopsPinTheDriftWhereFewExchangesMeetAnEmptyQueue() throws {
         let links: [(file: String, p99Bar: UInt64)] = [("order-kept-0-5ms.clock", 50_000), ("order-kept-0-5ms-paced.clock", 25_000)]
         for (file, p99Bar) in links { try assertHeldFromFiveSeconds(file, probes: 4_000, p99Bar: p99Bar) }
+    }
+
+    /// bench-sync's 0–5 ms row and its Wi-Fi model, both kept in order: the least delays scatter tens
+    /// of µs above the floor, and now and then one comes alone far below the rest, in one direction
+    /// (13 µs down where the next is 38; on the Wi-Fi model 10 and 29 down where the next is 48, and
+    /// 31 and 33 up where it is 67). Read by each direction's lowest alone, θ sat half that depth
+    /// off for as long as it stayed in the window and the drift tilted towards it: p99 48 and 46 µs
+    /// from 11 s. Read by the mean of the lowest four, 35 and 23, the bound still holding.
+    func testALoneLowPointOnAFuzzyFloorMovesTheClockLittle() throws {
+        let links: [(file: String, p99Bar: UInt64)] = [("order-kept-0-5ms-lone-lows.clock", 40_000), ("wifi-model-lone-lows.clock", 30_000)]
+        for (file, p99Bar) in links {
+            let (errors, _, covered) = try replay(file)
+            let p99 = errors.sorted()[errors.count * 99 / 100]
+            print("\(file): from 11 s p99 \(p99 / 1000) µs, bound held at \(covered) of \(errors.count)")
+            XCTAssertGreaterThan(errors.count, 4_000, file)
+            XCTAssertLessThanOrEqual(p99, p99Bar, file)
+            XCTAssertGreaterThanOrEqual(Double(covered), 0.99 * Double(errors.count), file)
+        }
     }
 
     /// bench-sync's judged link kept in order, a far listener joining the song under way (seed 506,
