@@ -93,7 +93,7 @@ final class RecordedLinkTests: XCTestCase {
     /// floors are read by their lowest four (`testALoneLowPointOnAFuzzyFloorMovesTheClockLittle`).
     func testTheTopsPinTheDriftWhereFewExchangesMeetAnEmptyQueue() throws {
         let links: [(file: String, p99Bar: UInt64)] = [("order-kept-0-5ms.clock", 50_000), ("order-kept-0-5ms-paced.clock", 25_000)]
-        for (file, p99Bar) in links { try assertHeldFromFiveSeconds(file, probes: 4_000, p99Bar: p99Bar) }
+        for (file, p99Bar) in links { try assertHeld(file, probes: 4_000, p99Bar: p99Bar) }
     }
 
     /// bench-sync's 0–5 ms row and its Wi-Fi model, both kept in order: the least delays scatter tens
@@ -104,14 +104,7 @@ final class RecordedLinkTests: XCTestCase {
     /// from 11 s. Read by the mean of the lowest four, 35 and 23, the bound still holding.
     func testALoneLowPointOnAFuzzyFloorMovesTheClockLittle() throws {
         let links: [(file: String, p99Bar: UInt64)] = [("order-kept-0-5ms-lone-lows.clock", 40_000), ("wifi-model-lone-lows.clock", 30_000)]
-        for (file, p99Bar) in links {
-            let (errors, _, covered) = try replay(file)
-            let p99 = errors.sorted()[errors.count * 99 / 100]
-            print("\(file): from 11 s p99 \(p99 / 1000) µs, bound held at \(covered) of \(errors.count)")
-            XCTAssertGreaterThan(errors.count, 4_000, file)
-            XCTAssertLessThanOrEqual(p99, p99Bar, file)
-            XCTAssertGreaterThanOrEqual(Double(covered), 0.99 * Double(errors.count), file)
-        }
+        for (file, p99Bar) in links { try assertHeld(file, from: 11_000_000_000, probes: 4_000, p99Bar: p99Bar) }
     }
 
     /// bench-sync's judged link kept in order, a far listener joining the song under way (seed 506,
@@ -121,7 +114,7 @@ final class RecordedLinkTests: XCTestCase {
     /// a tenth of a second at a time (p99 476 µs from 5 s). The floors along the tops' drift judge
     /// the tops there instead.
     func testTheTopsAreReadWhereTheFloorsContradictThemselves() throws {
-        try assertHeldFromFiveSeconds("judged-order-kept-506-late.clock", probes: 1_400, p99Bar: 50_000, worstBar: 100_000)
+        try assertHeld("judged-order-kept-506-late.clock", probes: 1_400, p99Bar: 50_000, worstBar: 100_000)
     }
 
     /// bench-sync's judged link kept in order, the song 1 s after launch (seed 602, far2's first
@@ -131,16 +124,17 @@ final class RecordedLinkTests: XCTestCase {
     /// within the interval of a second before (`ClockEstimator.checkedAgainstEarlier`), that spell
     /// lasts a few tenths.
     func testALiftedTopPointMovesTheDriftNoFurtherThanTheEarlierEvidenceAllows() throws {
-        try assertHeldFromFiveSeconds("judged-order-kept-602-early.clock", probes: 2_400, p99Bar: 60_000)
+        try assertHeld("judged-order-kept-602-early.clock", probes: 2_400, p99Bar: 60_000)
     }
 
-    /// Replays `file` from 5 s after join, probed every 10 ms: more than `probes` probes, the error's
-    /// p99 and worst within their bars, and the bound holding at 99 % of them.
-    private func assertHeldFromFiveSeconds(_ file: String, probes: Int, p99Bar: UInt64, worstBar: UInt64 = .max) throws {
-        let (errors, _, covered) = try replay(file, judgedFrom: 5_000_000_000)
+    /// Replays `file` from `judgedFrom` (5 s after join unless given), probed every 10 ms: more than
+    /// `probes` probes, the error's p99 and worst within their bars, and the bound holding at 99 % of them.
+    private func assertHeld(_ file: String, from judgedFrom: Int64 = 5_000_000_000, probes: Int, p99Bar: UInt64,
+                            worstBar: UInt64 = .max) throws {
+        let (errors, _, covered) = try replay(file, judgedFrom: judgedFrom)
         XCTAssertGreaterThan(errors.count, probes, file)
         let p99 = errors.sorted()[errors.count * 99 / 100]
-        print("\(file): from 5 s p99 \(p99 / 1000) µs, worst \(errors.max()! / 1000) µs, bound held at \(covered) of \(errors.count)")
+        print("\(file): from \(judgedFrom / 1_000_000_000) s p99 \(p99 / 1000) µs, worst \(errors.max()! / 1000) µs, bound held at \(covered) of \(errors.count)")
         XCTAssertLessThanOrEqual(p99, p99Bar, file)
         XCTAssertLessThanOrEqual(errors.max()!, worstBar, file)
         XCTAssertGreaterThanOrEqual(Double(covered), 0.99 * Double(errors.count), file)
